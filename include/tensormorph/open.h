@@ -1,0 +1,30 @@
+// Opening any supported checkpoint: format detection and dispatch to the readers.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "tensormorph/checkpoint.h"
+
+namespace tensormorph {
+
+/// What a file looks like from its first bytes and name.
+enum class DetectedFormat {
+  kSafetensors, kSafetensorsIndex, kGguf, kPyTorchZip,
+  kPyTorchLegacy,  ///< pre-1.6 torch.save (raw pickle stream)
+  kGgmlLegacy,     ///< pre-GGUF ggml/ggjt/ggmf ("lmgg", "tjgg", ...)
+  kZipOther, kText, kEmpty, kUnknown,
+};
+
+/// Describes a detected format for messages ("a pre-GGUF ggml file (magic 'lmgg')").
+std::string describe_format(DetectedFormat format);
+
+/// Sniffs a file's format from its first bytes (and the name for index JSON).
+Result<DetectedFormat> detect_format(const std::filesystem::path& path);
+
+/// Opens a checkpoint: a safetensors/GGUF/PyTorch file, a model.safetensors.index.json, or a
+/// directory holding one checkpoint. Errors name the file, tensor and byte offset.
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::filesystem::path& path);
+
+}  // namespace tensormorph

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds one configuration: scripts/build.sh [release|asan] (default release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+config="${1:-release}"
+case "$config" in
+  release) dir=build/release; flags=(-DCMAKE_BUILD_TYPE=Release -DTM_WERROR=ON) ;;
+  asan)    dir=build/asan;    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON -DTM_SANITIZE=ON -DTM_BUILD_BENCH=OFF) ;;
+  *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+ninja -C "$dir" "${@:2}"

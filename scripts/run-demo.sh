@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets everything up, writes the demo checkpoint and shows it: the README's first command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh release tensormorph
+tm=build/release/tensormorph
+demo_dir="${TENSORMORPH_DEMO_DIR:-build/demo}"
+"$tm" demo "$demo_dir"
+echo
+"$tm" info "$demo_dir"
+echo
+"$tm" stats "$demo_dir" --sort absmax

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the whole test suite: the README's second command (and CI's).
+# Warnings are errors in both configurations; the tests run under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== release build (warnings are errors)"
+scripts/build.sh release -j"$jobs"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+scripts/build.sh asan -j"$jobs"
+
+echo "== tests (ASan + UBSan)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build/asan --output-on-failure -j"$jobs"

@@ -1,0 +1,38 @@
+// The subcommands of the `tensormorph` CLI. Each registers its options on a CLI11 app and runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+
+#include "tensormorph/checkpoint.h"
+#include <string>
+
+namespace tensormorph::cli {
+
+/// Process exit codes shared by every command.
+enum ExitCode : int { kExitOk = 0, kExitUserError = 1, kExitUsage = 2 };
+
+/// A registered subcommand: its CLI11 node and the body to run once it was parsed.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;  ///< returns an ExitCode
+};
+
+/// `tensormorph info PATH [--json]`.
+Command add_info_command(CLI::App& app);
+/// `tensormorph stats PATH [--tensor GLOB...] [--json|--csv] [--sort KEY]`.
+Command add_stats_command(CLI::App& app);
+/// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
+Command add_export_command(CLI::App& app);
+/// `tensormorph demo DIR`.
+Command add_demo_command(CLI::App& app);
+
+/// Opens a checkpoint for a command, printing the error when it fails; nullptr then.
+std::unique_ptr<Checkpoint> open_or_report(const std::string& path);
+
+/// Prints an error for the user on stderr ("tensormorph: error: ...").
+void print_error(const std::string& message);
+
+}  // namespace tensormorph::cli

@@ -1,0 +1,119 @@
+#include "tensormorph/checkpoint.h"
+
+#include "tensormorph/decode.h"
+
+namespace tensormorph {
+
+std::string_view format_name(CheckpointFormat format) {
+  switch (format) {
+    case CheckpointFormat::kSafetensors: return "safetensors";
+    case CheckpointFormat::kGguf: return "gguf";
+    case CheckpointFormat::kPyTorch: return "pytorch";
+  }
+  return "unknown";
+}
+
+uint64_t TensorInfo::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+bool TensorInfo::contiguous() const {
+  if (strides.empty()) return true;
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= static_cast<int64_t>(shape[i]);
+  }
+  return true;
+}
+
+std::string TensorInfo::shape_string() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Checkpoint::Checkpoint(CheckpointFormat format, std::filesystem::path path, std::vector<SourceFile> files,
+                       std::vector<TensorInfo> tensors, std::vector<MetadataEntry> metadata,
+                       std::vector<std::string> notes)
+    : format_(format),
+      path_(std::move(path)),
+      files_(std::move(files)),
+      tensors_(std::move(tensors)),
+      metadata_(std::move(metadata)),
+      notes_(std::move(notes)),
+      maps_(files_.size()) {
+  by_name_.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
+}
+
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+Result<std::shared_ptr<const MappedFile>> Checkpoint::mapped(uint32_t file) const {
+  if (file >= files_.size()) return Status::Internal("tensor refers to file #" + std::to_string(file));
+  std::lock_guard lock(map_mutex_);
+  if (!maps_[file]) {
+    TM_ASSIGN_OR_RETURN(auto map, MappedFile::open(files_[file].path));
+    if (map->size() != files_[file].size) {
+      return Status::IoError(files_[file].path.string() + ": file changed size since it was opened (" +
+                             std::to_string(files_[file].size) + " -> " + std::to_string(map->size()) +
+                             " bytes); reopen the checkpoint");
+    }
+    maps_[file] = std::move(map);
+  }
+  return maps_[file];
+}
+
+Result<std::span<const std::byte>> Checkpoint::tensor_bytes(const TensorInfo& tensor) const {
+  TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
+  uint64_t end = 0;
+  if (__builtin_add_overflow(tensor.offset, tensor.nbytes, &end) || end > map->size()) {
+    return Status::FormatError(map->path().string() + ": tensor '" + tensor.name + "' spans bytes [" +
+                               std::to_string(tensor.offset) + ", " + std::to_string(tensor.offset + tensor.nbytes) +
+                               ") beyond the end of the file (" + std::to_string(map->size()) + " bytes)");
+  }
+  return map->bytes().subspan(tensor.offset, tensor.nbytes);
+}
+
+Result<std::vector<float>> Checkpoint::decode_f32(const TensorInfo& tensor) const {
+  TM_ASSIGN_OR_RETURN(auto bytes, tensor_bytes(tensor));
+  const uint64_t count = tensor.elements();
+  std::vector<float> out(count);
+  auto context = [&] { return files_[tensor.file].path.string() + ": tensor '" + tensor.name + "'"; };
+  if (tensor.contiguous()) {
+    TM_ASSIGN_OR_RETURN(uint64_t need, dtype_storage_bytes(tensor.dtype, count));
+    if (need > bytes.size()) return Status::FormatError(context() + ": storage shorter than its shape");
+    TM_RETURN_IF_ERROR(decode_to_f32(tensor.dtype, bytes.first(need), count, out.data()).with_context(context()));
+    return out;
+  }
+  // A strided view (PyTorch): decode the storage it spans, then gather in row-major order.
+  const DTypeInfo& info = dtype_info(tensor.dtype);
+  if (info.block_elems != 1) return Status::Unsupported(context() + ": strided view of a block-quantized type");
+  const uint64_t storage_elems = bytes.size() / info.block_bytes;
+  std::vector<float> storage(storage_elems);
+  TM_RETURN_IF_ERROR(decode_to_f32(tensor.dtype, bytes.first(storage_elems * info.block_bytes), storage_elems,
+                                   storage.data())
+                         .with_context(context()));
+  std::vector<uint64_t> index(tensor.shape.size(), 0);
+  for (uint64_t i = 0; i < count; ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < index.size(); ++d) at += static_cast<int64_t>(index[d]) * tensor.strides[d];
+    if (at < 0 || static_cast<uint64_t>(at) >= storage_elems) {
+      return Status::FormatError(context() + ": strided view reaches element " + std::to_string(at) +
+                                 " outside its storage of " + std::to_string(storage_elems));
+    }
+    out[i] = storage[static_cast<uint64_t>(at)];
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < tensor.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace tensormorph

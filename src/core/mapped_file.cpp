@@ -1,0 +1,97 @@
+#include "tensormorph/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tensormorph {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Closes a file descriptor when the scope ends.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Result<int> open_regular(const std::filesystem::path& path, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(path.string() + ": no such file");
+    return Status::IoError(path.string() + ": cannot open: " + errno_text());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::IoError(path.string() + ": cannot stat: " + errno_text());
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path.string() + ": not a regular file");
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem::path& path) {
+  uint64_t size = 0;
+  TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));
+  FdCloser closer{fd};
+  const void* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return Status::IoError(path.string() + ": cannot map: " + errno_text());
+    data = p;
+  }
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<void*>(data_), size_);
+}
+
+Result<uint64_t> file_size_of(const std::filesystem::path& path) {
+  uint64_t size = 0;
+  TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));
+  ::close(fd);
+  return size;
+}
+
+Result<std::string> read_file_range(const std::filesystem::path& path, uint64_t offset, uint64_t length) {
+  uint64_t size = 0;
+  TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));
+  FdCloser closer{fd};
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, length, &end) || end > size) {
+    return Status::FormatError(path.string() + ": file is truncated: needs bytes [" + std::to_string(offset) +
+                               ", " + std::to_string(offset + length) + ") but has " + std::to_string(size));
+  }
+  std::string out(length, '\0');
+  uint64_t done = 0;
+  while (done < length) {
+    ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(path.string() + ": read at offset " + std::to_string(offset + done) +
+                             " failed: " + errno_text());
+    }
+    if (n == 0) {
+      return Status::FormatError(path.string() + ": file ended at offset " + std::to_string(offset + done) +
+                                 " while reading " + std::to_string(length) + " bytes at " +
+                                 std::to_string(offset));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return out;
+}
+
+}  // namespace tensormorph
