@@ -26,6 +26,10 @@ Command add_info_command(CLI::App& app);
 Command add_stats_command(CLI::App& app);
 /// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
 Command add_export_command(CLI::App& app);
+/// `tensormorph backends [--json]`.
+Command add_backends_command(CLI::App& app);
+/// `tensormorph config get|set KEY [VALUE]`.
+Command add_config_command(CLI::App& app);
 /// `tensormorph demo DIR`.
 Command add_demo_command(CLI::App& app);
 

@@ -1,0 +1,282 @@
+/* Tensormorph backend plugin ABI: the one contract every compute backend implements, built-in
+ * or loaded from a shared library.
+ *
+ * Stability rules (read these before changing anything):
+ *  - The host calls tm_plugin_abi_version() first and refuses the plugin, without calling any other
+ *    function, when the major versions differ. Minor versions only append.
+ *  - Every struct starts with `size_t struct_size`, set by whoever fills the struct to the size it
+ *    knows. Readers never read past the struct_size they were given; fields beyond it are taken as
+ *    zero. New fields are only ever appended; tables of functions likewise.
+ *  - Every call that can fail returns a TM_Error* (NULL means success), owned by the plugin and
+ *    released with the plugin's error_destroy. A plugin never aborts, exits or throws across the ABI.
+ *  - Only plain C types cross the boundary: no C++ objects, no internal layouts of either side.
+ *    Data layouts that do cross (TM_TileStats) are fixed here and versioned with the ABI.
+ */
+#ifndef TENSORMORPH_C_PLUGIN_H_
+#define TENSORMORPH_C_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TM_PLUGIN_ABI_MAJOR 1
+#define TM_PLUGIN_ABI_MINOR 0
+
+/* Symbol names a plugin library exports. */
+#define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
+#define TM_PLUGIN_GET_API_SYMBOL "tm_plugin_get_api"
+
+/* ------------------------------------------------------------------------------------------------
+ * Status and errors */
+
+/** Error categories; values are stable. */
+typedef enum TM_StatusCode {
+  TM_STATUS_OK = 0,
+  TM_STATUS_INVALID_ARGUMENT = 1,
+  TM_STATUS_NOT_FOUND = 2,
+  TM_STATUS_IO_ERROR = 3,
+  TM_STATUS_FORMAT_ERROR = 4,
+  TM_STATUS_UNSUPPORTED = 5,
+  TM_STATUS_UNIMPLEMENTED = 6,       /* the backend lacks this operation/dtype: the host re-places it */
+  TM_STATUS_RESOURCE_EXHAUSTED = 7,  /* out of device memory or over budget: the host re-places it */
+  TM_STATUS_DEVICE_LOST = 8,         /* the device died: the host re-places and stops using it */
+  TM_STATUS_INTERNAL = 9
+} TM_StatusCode;
+
+/** An error object owned by the plugin that produced it. */
+typedef struct TM_Error TM_Error;
+
+/* ------------------------------------------------------------------------------------------------
+ * Data types (stable numeric ids; append only) */
+
+/** Element types as they cross the ABI. */
+typedef enum TM_DType {
+  TM_DTYPE_INVALID = 0,
+  TM_DTYPE_BOOL = 1, TM_DTYPE_U8 = 2, TM_DTYPE_I8 = 3, TM_DTYPE_U16 = 4, TM_DTYPE_I16 = 5,
+  TM_DTYPE_U32 = 6, TM_DTYPE_I32 = 7, TM_DTYPE_U64 = 8, TM_DTYPE_I64 = 9,
+  TM_DTYPE_F16 = 10, TM_DTYPE_BF16 = 11, TM_DTYPE_F32 = 12, TM_DTYPE_F64 = 13,
+  TM_DTYPE_F8_E4M3 = 14, TM_DTYPE_F8_E5M2 = 15, TM_DTYPE_F8_E8M0 = 16,
+  TM_DTYPE_F4_E2M1 = 17, TM_DTYPE_F6_E2M3 = 18, TM_DTYPE_F6_E3M2 = 19, TM_DTYPE_C64 = 20,
+  TM_DTYPE_Q4_0 = 32, TM_DTYPE_Q4_1 = 33, TM_DTYPE_Q5_0 = 34, TM_DTYPE_Q5_1 = 35,
+  TM_DTYPE_Q8_0 = 36, TM_DTYPE_Q8_1 = 37,
+  TM_DTYPE_Q2_K = 38, TM_DTYPE_Q3_K = 39, TM_DTYPE_Q4_K = 40, TM_DTYPE_Q5_K = 41,
+  TM_DTYPE_Q6_K = 42, TM_DTYPE_Q8_K = 43,
+  TM_DTYPE_IQ2_XXS = 44, TM_DTYPE_IQ2_XS = 45, TM_DTYPE_IQ3_XXS = 46, TM_DTYPE_IQ1_S = 47,
+  TM_DTYPE_IQ4_NL = 48, TM_DTYPE_IQ3_S = 49, TM_DTYPE_IQ2_S = 50, TM_DTYPE_IQ4_XS = 51,
+  TM_DTYPE_IQ1_M = 52, TM_DTYPE_TQ1_0 = 53, TM_DTYPE_TQ2_0 = 54, TM_DTYPE_MXFP4 = 55
+} TM_DType;
+
+/* ------------------------------------------------------------------------------------------------
+ * Operations. Identified by stable versioned strings; their signatures are documented in
+ * docs/COMPUTE.md and below.
+ *
+ *  "tm.decode@1"     in[0]: tensor (any decodable dtype, contiguous, whole blocks)
+ *                    out[0]: F32, same element count.
+ *  "tm.tile_stats@1" in[0]: 2-D tensor [rows, cols] (contiguous row-major), attributes
+ *                    row_begin, row_end, col_begin, col_end (the view), tile (T, a power of two);
+ *                    out[0]: TM_TileStats per T x T tile of the view, row-major over tiles.
+ *  "tm.histogram@1"  in[0]: tensor; attributes lo, hi (f64), bins (i64);
+ *                    out[0]: U64[bins + 3]: bins, then below-lo, above-hi, NaN counts.
+ */
+#define TM_OP_DECODE "tm.decode@1"
+#define TM_OP_TILE_STATS "tm.tile_stats@1"
+#define TM_OP_HISTOGRAM "tm.histogram@1"
+
+/** Statistics of one tile. NaN and +-Inf are counted and excluded from min/max/sum/sum_sq.
+ *  Sums follow the canonical order of docs/COMPUTE.md, so bitwise-exact backends agree. */
+typedef struct TM_TileStats {
+  uint64_t count;    /* elements in the tile */
+  uint64_t nan;      /* NaN elements */
+  uint64_t pos_inf;  /* +Inf elements */
+  uint64_t neg_inf;  /* -Inf elements */
+  uint64_t zeros;    /* elements equal to zero (either sign) */
+  double sum;        /* sum of finite elements */
+  double sum_sq;     /* sum of squares of finite elements */
+  float min;         /* smallest finite element (+Inf when none) */
+  float max;         /* largest finite element (-Inf when none) */
+  float absmax;      /* largest |finite element| (0 when none) */
+  uint32_t reserved; /* zero */
+} TM_TileStats;
+
+/** How a backend supports an (operation, dtype, shape class). */
+typedef enum TM_SupportLevel {
+  TM_SUPPORT_NONE = 0,
+  TM_SUPPORT_PARTIAL = 1, /* supported with a restriction, explained in `reason` */
+  TM_SUPPORT_FULL = 2
+} TM_SupportLevel;
+
+/** What a result is guaranteed to be; ordered from strongest to weakest. */
+typedef enum TM_Exactness {
+  TM_EXACT_BITWISE = 0,     /* identical bits to the CPU reference */
+  TM_EXACT_BOUNDED = 1,     /* within a stated relative error bound of the reference */
+  TM_EXACT_APPROXIMATE = 2  /* an approximation (sampling, sketches): needs the user's consent */
+} TM_Exactness;
+
+/** Broad shape classes so that query answers can be cached. */
+typedef enum TM_ShapeClass {
+  TM_SHAPE_VECTOR = 0, /* rank 0 or 1 */
+  TM_SHAPE_MATRIX = 1, /* rank 2 */
+  TM_SHAPE_TENSOR = 2  /* rank 3 and above */
+} TM_ShapeClass;
+
+/** The question `query` answers. */
+typedef struct TM_OpQuery {
+  size_t struct_size;
+  const char* op;            /* e.g. TM_OP_TILE_STATS */
+  TM_DType input_dtype;      /* dtype of in[0] */
+  TM_ShapeClass shape_class;
+} TM_OpQuery;
+
+/** The answer of `query`. Must depend only on the query (the host caches it). */
+typedef struct TM_OpSupport {
+  size_t struct_size;
+  TM_SupportLevel level;
+  TM_Exactness exactness;
+  double error_bound;  /* relative bound for TM_EXACT_BOUNDED, else 0 */
+  char reason[256];    /* why NONE/PARTIAL, NUL-terminated */
+} TM_OpSupport;
+
+/* ------------------------------------------------------------------------------------------------
+ * Devices, memory and buffers */
+
+/** Memory space id 0 is always host memory; a backend numbers its own spaces from 1. */
+#define TM_MEMORY_SPACE_HOST 0u
+
+/** Facts about the device a backend drives, as data. */
+typedef struct TM_DeviceTraits {
+  size_t struct_size;
+  char device_name[128];            /* e.g. "pthread-x86_64 (PoCL)", NUL-terminated */
+  uint64_t memory_bytes;            /* capacity of the backend's own memory (0 when it uses host memory) */
+  uint32_t memory_space_count;      /* spaces it owns, numbered 1..count (0: it only uses host memory) */
+  uint32_t host_memory_visible;     /* 1 when kernels read host memory directly (no copy needed) */
+  double host_to_device_gbps;       /* link bandwidth host -> device (0 when host_memory_visible) */
+  double device_to_host_gbps;       /* link bandwidth device -> host */
+  uint32_t bandwidth_measured;      /* 1 when the bandwidths were measured, 0 when declared */
+  uint32_t compute_units;           /* cores / SMs / CUs */
+} TM_DeviceTraits;
+
+/** A buffer in one of the backend's memory spaces, owned by the plugin. */
+typedef struct TM_Buffer TM_Buffer;
+
+/** One tensor argument of an operation instance. Exactly one of host_data / buffer is set. */
+typedef struct TM_TensorArg {
+  size_t struct_size;
+  TM_DType dtype;
+  uint32_t rank;
+  uint64_t shape[8];          /* row-major dims, rank of them */
+  const void* host_data;      /* host memory (inputs) when the data has not been copied */
+  void* host_out;             /* host memory to write (outputs) */
+  TM_Buffer* buffer;          /* device buffer, when resident */
+  uint64_t byte_offset;       /* into host_data/host_out/buffer */
+  uint64_t nbytes;            /* bytes of the argument */
+} TM_TensorArg;
+
+/** A named scalar attribute of an operation instance. */
+typedef struct TM_Attribute {
+  size_t struct_size;
+  const char* name;
+  int64_t i;  /* integer attributes */
+  double f;   /* floating-point attributes */
+} TM_Attribute;
+
+/** One operation to estimate or execute. */
+typedef struct TM_OpInstance {
+  size_t struct_size;
+  const char* op;
+  const TM_TensorArg* inputs;
+  uint32_t input_count;
+  const TM_TensorArg* outputs;
+  uint32_t output_count;
+  const TM_Attribute* attributes;
+  uint32_t attribute_count;
+} TM_OpInstance;
+
+/** What `estimate` returns: compute only; the host models transfers itself. */
+typedef struct TM_CostEstimate {
+  size_t struct_size;
+  double compute_ns;
+  uint64_t bytes_read;
+  uint64_t bytes_written;
+} TM_CostEstimate;
+
+/** Constraints on one execution. */
+typedef struct TM_ExecutionPolicy {
+  size_t struct_size;
+  TM_Exactness exactness_floor; /* weakest exactness the user accepted; refuse anything weaker */
+  double max_error_bound;       /* for TM_EXACT_BOUNDED results */
+  uint32_t max_threads;         /* 0: the backend decides */
+  uint64_t memory_budget_bytes; /* 0: no limit beyond the device's */
+} TM_ExecutionPolicy;
+
+/** What `execute` reports. */
+typedef struct TM_ExecutionReport {
+  size_t struct_size;
+  TM_Exactness exactness;  /* what the result achieved */
+  double error_bound;
+  double device_ns;        /* time measured on the device (0 when unknown) */
+  uint64_t bytes_read;
+  uint64_t bytes_written;
+} TM_ExecutionReport;
+
+/** Opaque backend instance. */
+typedef struct TM_Backend TM_Backend;
+
+/** Arguments to backend_create. */
+typedef struct TM_BackendCreateArgs {
+  size_t struct_size;
+  uint32_t device_index;  /* which device of this kind */
+  const char* options;    /* "key=value;key=value" from the user's settings, may be NULL */
+} TM_BackendCreateArgs;
+
+/* ------------------------------------------------------------------------------------------------
+ * The function table. Append only; a NULL entry means "not provided". */
+
+typedef struct TM_PluginApi {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* name;       /* short stable name, e.g. "opencl": used in placement records and constraints */
+  const char* version;    /* the plugin's own version string */
+
+  TM_StatusCode (*error_code)(const TM_Error* error);
+  const char* (*error_message)(const TM_Error* error);
+  void (*error_destroy)(TM_Error* error);
+
+  /* How many devices of this kind exist; 0 with a message in `why_none` (buffer of `why_len`). */
+  TM_Error* (*device_count)(uint32_t* count, char* why_none, size_t why_len);
+  TM_Error* (*backend_create)(const TM_BackendCreateArgs* args, TM_Backend** out);
+  void (*backend_destroy)(TM_Backend* backend);
+  TM_Error* (*device_traits)(TM_Backend* backend, TM_DeviceTraits* out);
+
+  TM_Error* (*query)(TM_Backend* backend, const TM_OpQuery* query, TM_OpSupport* out);
+  TM_Error* (*estimate)(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate* out);
+
+  TM_Error* (*buffer_alloc)(TM_Backend* backend, uint32_t memory_space, uint64_t bytes, TM_Buffer** out);
+  void (*buffer_free)(TM_Backend* backend, TM_Buffer* buffer);
+  TM_Error* (*buffer_write)(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, const void* src,
+                            uint64_t bytes);
+  TM_Error* (*buffer_read)(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, void* dst, uint64_t bytes);
+
+  TM_Error* (*execute)(TM_Backend* backend, const TM_OpInstance* op, const TM_ExecutionPolicy* policy,
+                       TM_ExecutionReport* report);
+} TM_PluginApi;
+
+/** Packs a version for tm_plugin_abi_version: major in the high 16 bits. */
+#define TM_PLUGIN_ABI_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
+
+/** Exported by every plugin: returns TM_PLUGIN_ABI_VERSION_PACK of the ABI it was built against.
+ *  Must have no side effects; the host calls it before anything else. */
+typedef uint32_t (*TM_PluginAbiVersionFn)(void);
+
+/** Exported by every plugin: the function table for a host speaking `host_major.host_minor`,
+ *  or NULL when the plugin cannot serve that host. */
+typedef const TM_PluginApi* (*TM_PluginGetApiFn)(uint32_t host_major, uint32_t host_minor);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* TENSORMORPH_C_PLUGIN_H_ */

@@ -1,0 +1,41 @@
+// Finds backends: the built-in ones and plugins on the search path, with their load errors.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+
+namespace tensormorph::compute {
+
+/// What happened to one backend source (a built-in entry or a plugin library).
+struct BackendLoadReport {
+  std::string name;          ///< backend name when known
+  std::string library_path;  ///< empty for built-ins
+  bool builtin = true;
+  bool available = false;    ///< at least one device was created
+  std::string detail;        ///< why it is unavailable or failed to load; empty when fine
+};
+
+/// Every usable backend plus a report line per source.
+struct BackendSet {
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<BackendLoadReport> reports;
+};
+
+/// Environment variable holding extra plugin directories (colon-separated).
+inline constexpr const char* kPluginPathEnv = "TENSORMORPH_PLUGIN_PATH";
+
+/// The plugin search path: `configured` (settings) then the environment variable.
+std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured);
+
+/// Loads built-in backends, then every `*.so` found in `search_path` (in directory order, sorted).
+/// A plugin whose ABI major differs from the host's is refused before any other function runs.
+BackendSet load_backends(const std::vector<std::filesystem::path>& search_path);
+
+/// Loads one plugin library; used by load_backends and tests.
+void load_plugin_library(const std::filesystem::path& path, BackendSet& into);
+
+}  // namespace tensormorph::compute

@@ -1,0 +1,403 @@
+#include "compute/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "core/dtype_abi.h"
+
+namespace tensormorph::compute {
+namespace {
+
+bool retryable(StatusCode code) {
+  return code == StatusCode::kUnimplemented || code == StatusCode::kResourceExhausted ||
+         code == StatusCode::kDeviceLost;
+}
+
+bool named_in(const std::string& backend, const std::vector<std::string>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const auto& p) { return backend_matches(backend, p); });
+}
+
+std::string milliseconds(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  return buf;
+}
+
+std::string shape_text(std::span<const uint64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// ABI views of a request's tensors and attributes; they point into the request and this struct.
+struct AbiInstance {
+  std::vector<TM_TensorArg> inputs, outputs;
+  std::vector<TM_Attribute> attributes;
+  TM_OpInstance instance{};
+
+  AbiInstance(const OpRequest& request, const std::string& op) {
+    for (const auto& in : request.inputs) {
+      TM_TensorArg a = tensor_arg(in.dtype, in.shape, in.bytes.size());
+      a.host_data = in.bytes.data();
+      inputs.push_back(a);
+    }
+    for (const auto& out : request.outputs) {
+      TM_TensorArg a = tensor_arg(out.dtype, out.shape, out.bytes.size());
+      a.host_out = out.bytes.data();
+      outputs.push_back(a);
+    }
+    for (const auto& attr : request.attributes) {
+      TM_Attribute a{};
+      a.struct_size = sizeof a;
+      a.name = attr.name.c_str();
+      a.i = attr.i;
+      a.f = attr.f;
+      attributes.push_back(a);
+    }
+    instance.struct_size = sizeof instance;
+    instance.op = op.c_str();
+    instance.inputs = inputs.data();
+    instance.input_count = static_cast<uint32_t>(inputs.size());
+    instance.outputs = outputs.data();
+    instance.output_count = static_cast<uint32_t>(outputs.size());
+    instance.attributes = attributes.data();
+    instance.attribute_count = static_cast<uint32_t>(attributes.size());
+  }
+
+  static TM_TensorArg tensor_arg(TM_DType dtype, const std::vector<uint64_t>& shape, uint64_t nbytes) {
+    TM_TensorArg a{};
+    a.struct_size = sizeof a;
+    a.dtype = dtype;
+    a.rank = static_cast<uint32_t>(std::min<size_t>(shape.size(), 8));
+    for (uint32_t i = 0; i < a.rank; ++i) a.shape[i] = shape[i];
+    a.nbytes = nbytes;
+    return a;
+  }
+};
+
+uint64_t input_bytes(const OpRequest& r) {
+  uint64_t n = 0;
+  for (const auto& in : r.inputs) n += in.bytes.size();
+  return n;
+}
+
+uint64_t output_bytes(const OpRequest& r) {
+  uint64_t n = 0;
+  for (const auto& out : r.outputs) n += out.bytes.size();
+  return n;
+}
+
+}  // namespace
+
+const char* exactness_name(TM_Exactness exactness) {
+  switch (exactness) {
+    case TM_EXACT_BITWISE: return "bitwise";
+    case TM_EXACT_BOUNDED: return "bounded";
+    case TM_EXACT_APPROXIMATE: return "approximate";
+  }
+  return "unknown";
+}
+
+TM_ShapeClass shape_class_of(std::span<const uint64_t> shape) {
+  if (shape.size() <= 1) return TM_SHAPE_VECTOR;
+  return shape.size() == 2 ? TM_SHAPE_MATRIX : TM_SHAPE_TENSOR;
+}
+
+// A backend that can run the operation, with its modelled cost.
+struct Scheduler::Candidate {
+  const Backend* backend = nullptr;
+  TM_OpSupport support{};
+  double compute_ns = 0;
+  double transfer_ns = 0;
+  double total_ns = 0;
+  TM_CostEstimate estimate{};
+};
+
+Scheduler::Scheduler(const OpRegistry& registry, std::span<const std::unique_ptr<Backend>> backends,
+                     SchedulerOptions options)
+    : registry_(registry),
+      backends_(backends),
+      options_(std::move(options)),
+      residency_(options_.device_cache_bytes) {}
+
+void Scheduler::set_constraints(Constraints constraints) {
+  std::lock_guard lock(options_mutex_);
+  options_.constraints = std::move(constraints);
+}
+
+Constraints Scheduler::constraints() const {
+  std::lock_guard lock(options_mutex_);
+  return options_.constraints;
+}
+
+std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, const std::string& op,
+                                                      TM_Exactness floor, const std::vector<const Backend*>& excluded,
+                                                      std::vector<CandidateVerdict>& verdicts) {
+  const Constraints constraints = this->constraints();
+  uint64_t budget;
+  {
+    std::lock_guard lock(options_mutex_);
+    budget = options_.memory_budget_bytes;
+  }
+  const TM_DType dtype = request.inputs.empty() ? TM_DTYPE_INVALID : request.inputs[0].dtype;
+  const TM_ShapeClass shape_class =
+      request.inputs.empty() ? TM_SHAPE_VECTOR : shape_class_of(request.inputs[0].shape);
+  AbiInstance abi(request, op);
+  std::vector<Candidate> eligible;
+  verdicts.clear();
+  for (const auto& owned : backends_) {
+    const Backend& b = *owned;
+    CandidateVerdict v{b.name(), "", -1};
+    if (std::find(excluded.begin(), excluded.end(), &b) != excluded.end()) {
+      v.verdict = "failed earlier in this request";
+    } else if (!b.lost_reason().empty()) {
+      v.verdict = "device lost: " + b.lost_reason();
+    } else if (named_in(b.name(), constraints.never)) {
+      v.verdict = "never (constraint)";
+    } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
+      v.verdict = "not in only= (constraint)";
+    } else if (auto support = b.query(op, dtype, shape_class); !support.ok()) {
+      v.verdict = "query failed: " + support.status().message();
+    } else if (support->level == TM_SUPPORT_NONE) {
+      v.verdict = std::string("unsupported: ") + support->reason;
+    } else if (auto estimate = b.estimate(abi.instance); !estimate.ok()) {
+      v.verdict = "estimate failed: " + estimate.status().message();
+    } else {
+      Candidate c;
+      c.backend = &b;
+      c.support = *support;
+      c.estimate = *estimate;
+      c.compute_ns = estimate->compute_ns * cost_model_.calibration(b.name(), op);
+      for (const auto& in : request.inputs) {
+        if (in.residency_key == 0 || !residency_.resident(in.residency_key, b)) {
+          c.transfer_ns += cost_model_.host_to_device_ns(b, in.bytes.size());
+        }
+      }
+      c.transfer_ns += cost_model_.device_to_host_ns(b, output_bytes(request));
+      c.total_ns = c.compute_ns + c.transfer_ns;
+      const uint64_t device_need = b.host_visible() ? 0 : input_bytes(request) + output_bytes(request);
+      if (support->exactness > floor) {
+        v.verdict = std::string("weaker exactness (") + exactness_name(support->exactness) + ") than required";
+        v.estimated_ns = c.total_ns;
+        c.support.level = TM_SUPPORT_NONE;  // marks "eligible only with consent"
+        eligible.push_back(c);
+      } else if (budget > 0 && estimate->bytes_written > budget) {
+        v.verdict = "over the memory budget (" + std::to_string(estimate->bytes_written) + " > " +
+                    std::to_string(budget) + " bytes)";
+      } else if (b.traits().memory_bytes > 0 && device_need > b.traits().memory_bytes) {
+        v.verdict = "does not fit in device memory";
+      } else {
+        v.verdict = support->level == TM_SUPPORT_PARTIAL ? std::string("eligible (partial: ") + support->reason + ")"
+                                                         : "eligible";
+        v.estimated_ns = c.total_ns;
+        eligible.push_back(c);
+      }
+    }
+    verdicts.push_back(std::move(v));
+  }
+  return eligible;
+}
+
+Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const OpRequest& request,
+                                                 const std::string& op, TM_Exactness floor, uint64_t& bytes_moved) {
+  AbiInstance abi(request, op);
+  std::vector<TM_Buffer*> temporary;
+  auto release_temporary = [&] {
+    for (TM_Buffer* t : temporary) backend.release(t);
+  };
+  if (!backend.host_visible()) {
+    // The host owns residency: copy inputs in (or reuse a cached copy) before execution.
+    for (size_t i = 0; i < request.inputs.size(); ++i) {
+      const InputTensor& in = request.inputs[i];
+      TM_Buffer* buffer = in.residency_key ? residency_.find(in.residency_key, backend) : nullptr;
+      if (buffer == nullptr) {
+        auto allocated = backend.allocate(in.bytes.size());
+        if (!allocated.ok()) {
+          release_temporary();
+          return allocated.status();
+        }
+        buffer = *allocated;
+        Status written = backend.write(buffer, in.bytes.data(), in.bytes.size());
+        if (!written.ok()) {
+          backend.release(buffer);
+          release_temporary();
+          return written;
+        }
+        bytes_moved += in.bytes.size();
+        if (in.residency_key == 0 || !residency_.insert(in.residency_key, backend, buffer, in.bytes.size())) {
+          temporary.push_back(buffer);
+        }
+      }
+      abi.inputs[i].host_data = nullptr;
+      abi.inputs[i].buffer = buffer;
+    }
+    bytes_moved += output_bytes(request);
+  }
+  TM_ExecutionPolicy policy{};
+  policy.struct_size = sizeof policy;
+  policy.exactness_floor = floor;
+  {
+    std::lock_guard lock(options_mutex_);
+    policy.memory_budget_bytes = options_.memory_budget_bytes;
+  }
+  auto report = backend.execute(abi.instance, policy);
+  release_temporary();
+  return report;
+}
+
+std::vector<LadderOffer> Scheduler::ladder_for(const OpRequest& request, std::vector<Candidate>& weaker) {
+  std::vector<LadderOffer> ladder;
+  // Rung kind 1: the same operation on a backend that only promises a weaker exactness.
+  std::sort(weaker.begin(), weaker.end(), [](const auto& a, const auto& b) { return a.total_ns < b.total_ns; });
+  for (const auto& c : weaker) {
+    char bound[96];
+    std::snprintf(bound, sizeof bound, "%s, relative error <= %g", exactness_name(c.support.exactness),
+                  c.support.error_bound);
+    ladder.push_back({"backend:" + c.backend->name(), request.op, c.backend->name(),
+                      "the same " + request.op + " on " + c.backend->name() + " without the bitwise guarantee",
+                      bound, c.total_ns});
+  }
+  // Rung kind 2: the operation's registered approximate variants, wherever they can run.
+  if (const OpDefinition* def = registry_.find(request.op)) {
+    for (const LadderRung& rung : def->ladder) {
+      std::vector<CandidateVerdict> verdicts;
+      auto options = evaluate(request, rung.op, TM_EXACT_APPROXIMATE, {}, verdicts);
+      options.erase(std::remove_if(options.begin(), options.end(),
+                                   [](const auto& c) { return c.support.level == TM_SUPPORT_NONE; }),
+                    options.end());
+      if (options.empty()) continue;
+      auto best = std::min_element(options.begin(), options.end(),
+                                   [](const auto& a, const auto& b) { return a.total_ns < b.total_ns; });
+      ladder.push_back({rung.op, rung.op, best->backend->name(), rung.computes, rung.error_bound, best->total_ns});
+    }
+  }
+  return ladder;
+}
+
+Result<Placement> Scheduler::run(const OpRequest& request) {
+  if (registry_.find(request.op) == nullptr) {
+    return Status::InvalidArgument("unknown operation '" + request.op + "'");
+  }
+  const std::string dtype_label = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
+  const std::string shape_label = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
+  std::vector<const Backend*> failed;
+  std::string fallback_note;
+  std::vector<CandidateVerdict> verdicts;
+
+  std::string op = request.op;
+  TM_Exactness floor = request.exactness_floor;
+  bool consented = false;
+  const Backend* forced = nullptr;
+
+  for (;;) {
+    auto candidates = evaluate(request, op, floor, failed, verdicts);
+    std::vector<Candidate> weaker;
+    std::vector<Candidate> exact;
+    for (auto& c : candidates) (c.support.level == TM_SUPPORT_NONE ? weaker : exact).push_back(c);
+    if (forced != nullptr) {
+      exact.erase(std::remove_if(exact.begin(), exact.end(), [&](const auto& c) { return c.backend != forced; }),
+                  exact.end());
+    }
+
+    if (exact.empty()) {
+      if (!consented && !request.consent.empty()) {
+        // The caller consented to a rung: re-place as that rung.
+        auto ladder = ladder_for(request, weaker);
+        auto rung = std::find_if(ladder.begin(), ladder.end(), [&](const auto& r) { return r.id == request.consent; });
+        if (rung != ladder.end()) {
+          consented = true;
+          op = rung->op;
+          floor = TM_EXACT_APPROXIMATE;
+          if (rung->id.rfind("backend:", 0) == 0) {
+            for (const auto& b : backends_) {
+              if (b->name() == rung->backend) forced = b.get();
+            }
+          }
+          fallback_note = "consented to rung '" + rung->id + "': " + rung->computes + " (" + rung->error_bound + ")";
+          continue;
+        }
+      }
+      auto ladder = ladder_for(request, weaker);
+      std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
+                        " exactly within the constraints and memory budget";
+      for (const auto& v : verdicts) why += "; " + v.backend + ": " + v.verdict;
+      if (ladder.empty()) return Status::Unimplemented(why);
+      Placement p;
+      p.executed = false;
+      p.needs_consent_reason = why;
+      p.ladder = std::move(ladder);
+      return p;
+    }
+
+    // Preferences pick among eligible backends; otherwise the cheapest wins. Ties keep backend order.
+    const Constraints constraints = this->constraints();
+    std::vector<Candidate> preferred;
+    for (const auto& c : exact) {
+      if (named_in(c.backend->name(), constraints.prefer)) preferred.push_back(c);
+    }
+    const auto& pool = preferred.empty() ? exact : preferred;
+    const Candidate& chosen = *std::min_element(
+        pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.total_ns < b.total_ns; });
+
+    uint64_t bytes_moved = 0;
+    const auto start = std::chrono::steady_clock::now();
+    auto report = execute_on(*chosen.backend, request, op, floor, bytes_moved);
+    const double measured_ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+
+    if (!report.ok()) {
+      if (!retryable(report.status().code())) return report.status();
+      if (report.status().code() == StatusCode::kDeviceLost) {
+        const_cast<Backend*>(chosen.backend)->mark_lost(report.status().message());
+        residency_.drop_backend(*chosen.backend);
+      }
+      failed.push_back(chosen.backend);
+      fallback_note += (fallback_note.empty() ? "" : "; ") + std::string("fallback from ") +
+                       chosen.backend->name() + ": " + report.status().to_string();
+      continue;
+    }
+
+    if (options_.calibrate) {
+      cost_model_.observe(chosen.backend->name(), op, chosen.estimate.compute_ns,
+                          report->device_ns > 0 ? report->device_ns : measured_ns - chosen.transfer_ns);
+    }
+    PlacementRecord record;
+    record.op = op;
+    record.dtype = dtype_label;
+    record.shape = shape_label;
+    record.backend = chosen.backend->name();
+    record.estimated_ns = chosen.total_ns;
+    record.measured_ns = measured_ns;
+    record.bytes_moved = bytes_moved;
+    record.bytes_read = report->bytes_read;
+    record.bytes_written = report->bytes_written;
+    record.exactness = exactness_name(report->exactness);
+    record.error_bound = report->error_bound;
+    record.candidates = verdicts;
+    if (consented) {
+      record.reason = PlacementReason::kConsented;
+      record.reason_detail = fallback_note;
+    } else if (!failed.empty()) {
+      record.reason = PlacementReason::kFallback;
+      record.reason_detail = fallback_note;
+    } else if (!preferred.empty()) {
+      record.reason = PlacementReason::kPreferred;
+      record.reason_detail = "preferred by constraint " + constraints.to_string();
+    } else {
+      record.reason = PlacementReason::kCheapest;
+      record.reason_detail = "cheapest: " + milliseconds(chosen.total_ns);
+      for (const auto& c : exact) {
+        if (c.backend != chosen.backend) record.reason_detail += " vs " + c.backend->name() + " " + milliseconds(c.total_ns);
+      }
+      if (exact.size() == 1) record.reason_detail = "only eligible backend";
+    }
+    record.sequence = log_.append(record);
+    Placement p;
+    p.executed = true;
+    p.record = std::move(record);
+    return p;
+  }
+}
+
+}  // namespace tensormorph::compute

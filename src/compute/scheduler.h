@@ -1,0 +1,122 @@
+// The scheduler: places each operation on the cheapest eligible backend, falls back operation by
+// operation, never runs anything approximate without consent, and records every placement.
+// It knows backends only through the contract: no backend is named here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+#include "compute/constraints.h"
+#include "compute/cost_model.h"
+#include "compute/op_registry.h"
+#include "compute/placement.h"
+#include "compute/residency.h"
+
+namespace tensormorph::compute {
+
+/// An input tensor of a request, in host memory.
+struct InputTensor {
+  TM_DType dtype = TM_DTYPE_INVALID;
+  std::vector<uint64_t> shape;
+  std::span<const std::byte> bytes;
+  uint64_t residency_key = 0;  ///< identity of the data for residency tracking (0: don't cache copies)
+};
+
+/// An output tensor of a request, written to host memory.
+struct OutputTensor {
+  TM_DType dtype = TM_DTYPE_INVALID;
+  std::vector<uint64_t> shape;
+  std::span<std::byte> bytes;
+};
+
+/// A named scalar attribute.
+struct AttributeValue {
+  std::string name;
+  int64_t i = 0;
+  double f = 0;
+};
+
+/// One operation to place and run.
+struct OpRequest {
+  std::string op;
+  std::vector<InputTensor> inputs;
+  std::vector<OutputTensor> outputs;
+  std::vector<AttributeValue> attributes;
+  TM_Exactness exactness_floor = TM_EXACT_BITWISE;  ///< the weakest result acceptable without consent
+  std::string consent;  ///< id of a ladder rung the caller consents to ("" = none)
+};
+
+/// One rung of the exactness ladder offered for consent.
+struct LadderOffer {
+  std::string id;           ///< pass back as OpRequest::consent
+  std::string op;           ///< operation that would run
+  std::string backend;      ///< where it would run
+  std::string computes;     ///< what it computes instead of the exact result
+  std::string error_bound;  ///< its error bound, in words
+  double estimated_ns = 0;
+};
+
+/// The outcome of run(): executed with a record, or a structured "needs consent".
+struct Placement {
+  bool executed = false;
+  PlacementRecord record;            ///< when executed
+  std::string needs_consent_reason;  ///< when not executed: why exact is out of reach
+  std::vector<LadderOffer> ladder;   ///< when not executed: the rungs on offer
+};
+
+/// Scheduler settings.
+struct SchedulerOptions {
+  Constraints constraints;
+  uint64_t memory_budget_bytes = 0;  ///< cap on one operation's working memory (0: unlimited)
+  uint64_t device_cache_bytes = 1ull << 30;
+  bool calibrate = true;  ///< learn from measured times (off in tests that pin costs)
+};
+
+/// Places and runs operations. Thread-safe for concurrent run() calls.
+class Scheduler {
+ public:
+  /// `backends` must outlive the scheduler.
+  Scheduler(const OpRegistry& registry, std::span<const std::unique_ptr<Backend>> backends,
+            SchedulerOptions options);
+
+  /// Places and executes `request`; output bytes are written in place.
+  Result<Placement> run(const OpRequest& request);
+
+  /// Replaces the user's constraints (takes effect for the next run()).
+  void set_constraints(Constraints constraints);
+  /// The constraints in force.
+  Constraints constraints() const;
+  /// Recent placement records.
+  const PlacementLog& log() const { return log_; }
+  /// Residency of cached device copies.
+  ResidencyCache& residency() { return residency_; }
+  /// The backends it chooses among.
+  std::span<const std::unique_ptr<Backend>> backends() const { return backends_; }
+
+ private:
+  struct Candidate;
+  std::vector<Candidate> evaluate(const OpRequest& request, const std::string& op, TM_Exactness floor,
+                                  const std::vector<const Backend*>& excluded, std::vector<CandidateVerdict>& verdicts);
+  Result<TM_ExecutionReport> execute_on(const Backend& backend, const OpRequest& request, const std::string& op,
+                                        TM_Exactness floor, uint64_t& bytes_moved);
+  std::vector<LadderOffer> ladder_for(const OpRequest& request, std::vector<Candidate>& weaker);
+
+  const OpRegistry& registry_;
+  std::span<const std::unique_ptr<Backend>> backends_;
+  SchedulerOptions options_;
+  mutable std::mutex options_mutex_;
+  CostModel cost_model_;
+  ResidencyCache residency_;
+  PlacementLog log_;
+};
+
+/// "bitwise", "bounded", "approximate".
+const char* exactness_name(TM_Exactness exactness);
+/// TM_ShapeClass of a shape.
+TM_ShapeClass shape_class_of(std::span<const uint64_t> shape);
+
+}  // namespace tensormorph::compute
