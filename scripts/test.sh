@@ -12,7 +12,11 @@ scripts/build.sh release -j"$jobs"
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 scripts/build.sh asan -j"$jobs"
 
+echo "== OpenCL plugin (separate CMake project against the public C header; runs on PoCL)"
+plugins/opencl/build.sh
+
 echo "== tests (ASan + UBSan)"
+export TM_REQUIRE_OPENCL=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/asan --output-on-failure -j"$jobs"

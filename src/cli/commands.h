@@ -5,7 +5,10 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 
+#include "ops/compute_session.h"
+#include "ops/tensor_ops.h"
 #include "tensormorph/checkpoint.h"
 #include <string>
 
@@ -35,6 +38,24 @@ Command add_demo_command(CLI::App& app);
 
 /// Opens a checkpoint for a command, printing the error when it fails; nullptr then.
 std::unique_ptr<Checkpoint> open_or_report(const std::string& path);
+
+/// `--compute` and `--explain`, shared by every command that runs operations.
+struct ComputeOptions {
+  std::string spec;      ///< prefer=X,never=Y,only=Z or auto ("" = the persisted setting)
+  bool explain = false;  ///< print placement records
+};
+
+/// Adds --compute and --explain to `sub`.
+void add_compute_options(CLI::App* sub, ComputeOptions& options);
+
+/// Opens the compute session for a command, printing the error when it fails; nullptr then.
+std::unique_ptr<ops::ComputeSession> open_session_or_report(const ComputeOptions& options);
+
+/// Prints placement records as a table (operation, backend, why, estimated/measured time, bytes).
+void print_placements(std::ostream& out, const ops::Records& records);
+
+/// Placement records as a JSON array.
+nlohmann::ordered_json placements_json(const ops::Records& records);
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

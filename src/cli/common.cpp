@@ -18,3 +18,43 @@ std::unique_ptr<Checkpoint> open_or_report(const std::string& path) {
 }
 
 }  // namespace tensormorph::cli
+
+namespace tensormorph::cli {
+
+void add_compute_options(CLI::App* sub, ComputeOptions& options) {
+  sub->add_option("--compute", options.spec,
+                  "Placement constraints for this run: prefer=X,never=Y,only=Z (names joined by +) or auto");
+  sub->add_flag("--explain", options.explain, "Show where each operation ran and why");
+}
+
+std::unique_ptr<ops::ComputeSession> open_session_or_report(const ComputeOptions& options) {
+  auto session = ops::open_default_session(options.spec);
+  if (!session.ok()) {
+    print_error(session.status().message());
+    return nullptr;
+  }
+  return std::move(session).value();
+}
+
+void print_placements(std::ostream& out, const ops::Records& records) {
+  out << "\nplacements (" << records.size() << " operations)\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-16s %-8s %-10s %-10s %10s %10s %12s  %s\n", "operation", "dtype", "backend",
+                "exactness", "est ms", "meas ms", "bytes moved", "why");
+  out << line;
+  for (const auto& r : records) {
+    std::snprintf(line, sizeof line, "  %-16s %-8s %-10s %-10s %10.3f %10.3f %12llu  %s: %s\n", r.op.c_str(),
+                  r.dtype.c_str(), r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6, r.measured_ns / 1e6,
+                  static_cast<unsigned long long>(r.bytes_moved), compute::placement_reason_name(r.reason),
+                  r.reason_detail.c_str());
+    out << line;
+  }
+}
+
+nlohmann::ordered_json placements_json(const ops::Records& records) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::array();
+  for (const auto& r : records) j.push_back(r.to_json());
+  return j;
+}
+
+}  // namespace tensormorph::cli

@@ -12,6 +12,7 @@ struct Options {
   std::string path;
   std::string tensor;
   std::string output;
+  ComputeOptions compute;
 };
 
 std::string default_output(const std::string& tensor) {
@@ -28,6 +29,7 @@ Command add_export_command(CLI::App& app) {
   sub->add_option("path", opt->path, "Checkpoint file, index JSON, or directory")->required();
   sub->add_option("--tensor,-t", opt->tensor, "Exact tensor name")->required();
   sub->add_option("-o,--output", opt->output, "Output .npy path (default: <tensor>.npy)");
+  add_compute_options(sub, opt->compute);
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
             if (!ckpt) return static_cast<int>(kExitUserError);
@@ -41,7 +43,10 @@ Command add_export_command(CLI::App& app) {
                           std::to_string(t->offset) + ": " + std::string(dtype_not_decodable_reason(t->dtype)));
               return static_cast<int>(kExitUserError);
             }
-            auto values = ckpt->decode_f32(*t);
+            auto session = open_session_or_report(opt->compute);
+            if (!session) return static_cast<int>(kExitUserError);
+            ops::Records records;
+            auto values = ops::decode_tensor(session->scheduler(), *ckpt, *t, &records);
             if (!values.ok()) {
               print_error(values.status().message());
               return static_cast<int>(kExitUserError);
@@ -52,6 +57,7 @@ Command add_export_command(CLI::App& app) {
               print_error(written.message());
               return static_cast<int>(kExitUserError);
             }
+            if (opt->compute.explain) print_placements(std::cerr, records);
             std::cerr << "wrote " << out << ": " << t->name << " " << t->shape_string() << " float32\n";
             return static_cast<int>(kExitOk);
           }};

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       add_info_command(app),
       add_stats_command(app),
       add_export_command(app),
+      add_backends_command(app),
       add_config_command(app),
       add_demo_command(app),
   };

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/format_util.h"
+#include "ops/pyramid.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -20,6 +21,8 @@ struct Options {
   bool json = false;
   bool csv = false;
   std::string sort = "file";
+  uint32_t tile = ops::kDefaultTile;
+  ComputeOptions compute;
 };
 
 // Summary of one tensor. NaN and ±Inf are counted, never folded into min/max/mean.
@@ -30,7 +33,8 @@ struct TensorStats {
   double min = 0, max = 0, absmax = 0, mean = 0, std = 0;
 };
 
-TensorStats compute(const Checkpoint& ckpt, const TensorInfo& t) {
+TensorStats compute(compute::Scheduler& scheduler, const Checkpoint& ckpt, const TensorInfo& t, uint32_t tile,
+                    ops::Records* records) {
   TensorStats s;
   s.tensor = &t;
   s.count = t.elements();
@@ -38,31 +42,22 @@ TensorStats compute(const Checkpoint& ckpt, const TensorInfo& t) {
     s.error = std::string(dtype_not_decodable_reason(t.dtype));
     return s;
   }
-  auto values = ckpt.decode_f32(t);
-  if (!values.ok()) {
-    s.error = values.status().message();
+  auto level0 = ops::tensor_tile_stats(scheduler, ckpt, t, tile, records);
+  if (!level0.ok()) {
+    s.error = level0.status().message();
     return s;
   }
-  double sum = 0, sumsq = 0;
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (float f : *values) {
-    if (std::isnan(f)) { ++s.nan; continue; }
-    if (std::isinf(f)) { ++(f > 0 ? s.pos_inf : s.neg_inf); continue; }
-    double v = f;
-    s.zeros += (v == 0.0);
-    ++s.finite;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-    sum += v;
-    sumsq += v * v;
-  }
-  if (s.finite > 0) {
-    s.min = lo;
-    s.max = hi;
-    s.absmax = std::max(std::fabs(lo), std::fabs(hi));
-    s.mean = sum / static_cast<double>(s.finite);
-    s.std = std::sqrt(std::max(0.0, sumsq / static_cast<double>(s.finite) - s.mean * s.mean));
-  }
+  const ops::TensorSummary sum = ops::summarize(ops::build_pyramid(std::move(level0).value()).back().tiles[0]);
+  s.nan = sum.nan;
+  s.pos_inf = sum.pos_inf;
+  s.neg_inf = sum.neg_inf;
+  s.zeros = sum.zeros;
+  s.finite = sum.finite;
+  s.min = sum.min;
+  s.max = sum.max;
+  s.absmax = sum.absmax;
+  s.mean = sum.mean();
+  s.std = sum.stddev();
   return s;
 }
 
@@ -160,12 +155,18 @@ Command add_stats_command(CLI::App& app) {
   sub->add_option("--sort", opt->sort, "Sort by: file, name, absmax, std, mean, min, max, nan, inf, sparsity, count")
       ->check(CLI::IsMember({"file", "name", "absmax", "std", "mean", "min", "max", "nan", "inf", "zeros",
                              "sparsity", "count", "params"}));
+  sub->add_option("--tile", opt->tile, "Tile size of the statistics (a power of two, 8..4096)")
+      ->check(CLI::Range(8u, 4096u));
+  add_compute_options(sub, opt->compute);
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
             if (!ckpt) return static_cast<int>(kExitUserError);
+            auto session = open_session_or_report(opt->compute);
+            if (!session) return static_cast<int>(kExitUserError);
+            ops::Records records;
             std::vector<TensorStats> rows;
             for (const TensorInfo& t : ckpt->tensors()) {
-              if (selected(t, opt->globs)) rows.push_back(compute(*ckpt, t));
+              if (selected(t, opt->globs)) rows.push_back(compute(session->scheduler(), *ckpt, t, opt->tile, &records));
             }
             if (rows.empty() && !opt->globs.empty()) {
               print_error(ckpt->path().string() + ": no tensor matches the given --tensor patterns");
@@ -183,11 +184,14 @@ Command add_stats_command(CLI::App& app) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.stats/1"}, {"path", ckpt->path().string()}};
               j["tensors"] = nlohmann::ordered_json::array();
               for (const auto& s : rows) j["tensors"].push_back(row_json(s));
+              if (opt->compute.explain) j["placements"] = placements_json(records);
               std::cout << j.dump(2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);
+              if (opt->compute.explain) print_placements(std::cerr, records);
             } else {
               print_table(rows);
+              if (opt->compute.explain) print_placements(std::cout, records);
             }
             bool any_error = std::any_of(rows.begin(), rows.end(), [](const auto& s) { return !s.error.empty(); });
             return static_cast<int>(any_error && rows.size() == 1 ? kExitUserError : kExitOk);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "compute/builtin_backends.h"
 
 namespace tensormorph::compute {
 namespace {
@@ -112,9 +111,10 @@ void load_plugin_library(const std::filesystem::path& path, BackendSet& into) {
   add_devices(api, BackendOrigin{false, path.string()}, library, into, report);
 }
 
-BackendSet load_backends(const std::vector<std::filesystem::path>& search_path) {
+BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
+                         const std::vector<std::filesystem::path>& search_path) {
   BackendSet set;
-  for (TM_PluginGetApiFn entry : builtin_backend_entry_points()) {
+  for (TM_PluginGetApiFn entry : builtins) {
     const TM_PluginApi* api = entry(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
     BackendLoadReport report;
     if (api == nullptr) {

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,11 @@ inline constexpr const char* kPluginPathEnv = "TENSORMORPH_PLUGIN_PATH";
 /// The plugin search path: `configured` (settings) then the environment variable.
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured);
 
-/// Loads built-in backends, then every `*.so` found in `search_path` (in directory order, sorted).
-/// A plugin whose ABI major differs from the host's is refused before any other function runs.
-BackendSet load_backends(const std::vector<std::filesystem::path>& search_path);
+/// Loads the built-in backends (their entry points), then every `*.so` found in `search_path`
+/// (each directory sorted by name). A plugin whose ABI major differs from the host's is refused
+/// before any other function runs.
+BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
+                         const std::vector<std::filesystem::path>& search_path);
 
 /// Loads one plugin library; used by load_backends and tests.
 void load_plugin_library(const std::filesystem::path& path, BackendSet& into);

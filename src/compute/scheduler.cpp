@@ -391,6 +391,12 @@ Result<Placement> Scheduler::run(const OpRequest& request) {
         if (c.backend != chosen.backend) record.reason_detail += " vs " + c.backend->name() + " " + milliseconds(c.total_ns);
       }
       if (exact.size() == 1) record.reason_detail = "only eligible backend";
+      // Say why a preferred backend did not serve it (partial support is normal, not an error).
+      for (const auto& v : verdicts) {
+        if (named_in(v.backend, constraints.prefer) && v.backend != chosen.backend->name()) {
+          record.reason_detail += "; preferred " + v.backend + " " + v.verdict;
+        }
+      }
     }
     record.sequence = log_.append(record);
     Placement p;

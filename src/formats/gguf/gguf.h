@@ -13,6 +13,7 @@ namespace tensormorph::gguf {
 
 /// Opens a GGUF file, reading and validating its header (metadata and tensor infos) only.
 /// Shapes are presented row-major: GGUF dims [ne0, ne1, ...] become [..., ne1, ne0].
+/// (2-D [ne0, ne1] becomes [ne1, ne0]; 1-D stays [ne0]; a zero dim gives an empty tensor with nbytes 0.)
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path);
 
 /// A key/value to write. Supported types: "string", "u8".."i64", "f32", "f64", "bool",

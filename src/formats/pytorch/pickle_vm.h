@@ -64,8 +64,8 @@ struct PickleLimits {
   size_t max_stack = 1u << 20;      ///< values on the stack at once
   size_t max_marks = 1u << 16;      ///< nested MARKs at once
   size_t max_memo = 1u << 24;       ///< memo entries
-  size_t max_nodes = 1u << 26;      ///< values created in total
-  size_t max_container = 1u << 26;  ///< elements in one list/dict/set
+  size_t max_nodes = 1u << 23;      ///< values created plus container insertions, in total
+  size_t max_container = 1u << 23;  ///< elements in one list/dict/set
 };
 
 /// The values a pickle built; owns every node.

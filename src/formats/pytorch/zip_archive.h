@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tensormorph/status.h"
@@ -55,12 +56,12 @@ class ZipArchive {
   Result<std::string> read_entry(const ZipEntry& entry, uint64_t max_bytes) const;
 
  private:
-  ZipArchive(std::filesystem::path path, uint64_t file_size, std::vector<ZipEntry> entries)
-      : path_(std::move(path)), file_size_(file_size), entries_(std::move(entries)) {}
+  ZipArchive(std::filesystem::path path, uint64_t file_size, std::vector<ZipEntry> entries);
 
   std::filesystem::path path_;
   uint64_t file_size_ = 0;
   std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string, size_t> by_name_;  // first entry of each name
 };
 
 /// CRC-32 (the zip / zlib polynomial) of `bytes`.

@@ -40,12 +40,18 @@ struct KeyPositions {
   uint64_t of(const std::string& key) const;
   /// Offset of `field` inside top-level `key`'s object, falling back to the key's own offset.
   uint64_t of(const std::string& key, const std::string& field) const;
+  /// Top-level keys in document order.
+  std::vector<std::string> top_keys_in_order() const;
+  /// Keys inside top-level `key`'s object value, in document order (empty when it is no object).
+  std::vector<std::string> nested_keys_in_order(const std::string& key) const;
 };
 
-/// A parsed JSON object with the byte offsets of its keys.
+/// A parsed JSON object with the byte offsets of its keys. The value uses nlohmann::json (sorted
+/// std::map objects) because ordered_json inserts in linear time, which is quadratic for large
+/// headers; KeyPositions restores document order where it matters.
 struct ParsedObject {
-  nlohmann::ordered_json value;  ///< always an object
-  KeyPositions positions;        ///< offsets into the file the text came from
+  nlohmann::json value;     ///< always an object
+  KeyPositions positions;   ///< offsets into the file the text came from
 };
 
 /// Parses `text` (found at file offset `base_offset` of `path`) as a JSON object. Rejects invalid
@@ -79,6 +85,8 @@ std::vector<size_t> object_key_offsets(std::string_view json);
 /// "[4096, 11008]".
 std::string shape_text(const std::vector<uint64_t>& shape);
 /// JSON type name for messages: "string", "number", "array", ...
-std::string json_type_name(const nlohmann::ordered_json& value);
+std::string json_type_name(const nlohmann::json& value);
+/// `text` as a JSON string literal, quotes and escapes included.
+std::string json_string_literal(std::string_view text);
 
 }  // namespace tensormorph::safetensors::internal

@@ -1,0 +1,416 @@
+// The CPU backend bound to the plugin ABI: tier 1, every core operation for every decodable
+// dtype, bit-identical to the reference implementations. Nothing here throws across the ABI.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_tile_stats.h"
+#include "core/dtype_abi.h"
+#include "ops/op_instance.h"
+#include "ops/plugin_error.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::cpu {
+namespace {
+
+constexpr const char* kName = "cpu";
+constexpr const char* kVersion = "1.0";
+constexpr std::align_val_t kBufferAlignment{64};
+
+/// The backend behind a TM_Backend* (the opaque type is never defined; pointers are cast).
+struct CpuBackend {
+  std::string device_name;
+  uint64_t memory_bytes = 0;
+  uint32_t threads = 1;
+  double bandwidth_gbps = 0;
+  Isa isa = Isa::kBaseline;
+};
+
+/// A host-memory buffer behind a TM_Buffer*.
+struct CpuBuffer {
+  std::byte* data = nullptr;
+  uint64_t size = 0;
+  ~CpuBuffer() { ::operator delete[](data, kBufferAlignment); }
+};
+
+CpuBackend* backend_of(TM_Backend* b) { return reinterpret_cast<CpuBackend*>(b); }
+CpuBuffer* buffer_of(TM_Buffer* b) { return reinterpret_cast<CpuBuffer*>(b); }
+
+Status require(bool condition, const char* what) {
+  return condition ? Status::Ok() : Status::InvalidArgument(std::string(what) + " is null");
+}
+
+/// Applies one "key=value" option.
+Status apply_option(CpuBackend& backend, const std::string& key, const std::string& value) {
+  if (key == "bandwidth_gbps") {
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !(v > 0) || v > 1e6) {
+      return Status::InvalidArgument("cpu option bandwidth_gbps=" + value + " is not a positive number");
+    }
+    backend.bandwidth_gbps = v;
+    return Status::Ok();
+  }
+  if (key == "isa") {
+    auto isa = isa_from_name(value);
+    if (!isa) return Status::InvalidArgument("cpu option isa=" + value + " is not baseline, avx2 or avx512");
+    if (!isa_supported(*isa)) return Status::Unsupported("cpu option isa=" + value + ": this CPU cannot run it");
+    backend.isa = *isa;
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("unknown cpu option '" + key + "' (known: bandwidth_gbps, isa)");
+}
+
+Status apply_options(CpuBackend& backend, const char* options) {
+  if (options == nullptr) return Status::Ok();
+  const std::string text = options;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    if (!item.empty()) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) return Status::InvalidArgument("cpu option '" + item + "' is not key=value");
+      TM_RETURN_IF_ERROR(apply_option(backend, item.substr(0, eq), item.substr(eq + 1)));
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+/// Host memory of an argument: its host pointer or buffer, checked to hold nbytes at byte_offset.
+template <typename Pointer>
+Result<Pointer> argument_memory(const ops::TensorArgument& t, Pointer host, const char* role) {
+  if (t.arg.buffer == nullptr) {
+    if (host == nullptr) return Pointer{nullptr};
+    return host + t.arg.byte_offset;
+  }
+  const CpuBuffer* buffer = buffer_of(t.arg.buffer);
+  uint64_t end = 0;
+  if (__builtin_add_overflow(t.arg.byte_offset, t.arg.nbytes, &end) || end > buffer->size) {
+    return Status::InvalidArgument(std::string(role) + ": bytes [" + std::to_string(t.arg.byte_offset) + ", +" +
+                                   std::to_string(t.arg.nbytes) + ") exceed the buffer's " +
+                                   std::to_string(buffer->size) + " bytes");
+  }
+  return static_cast<Pointer>(buffer->data + t.arg.byte_offset);
+}
+
+Result<std::span<const std::byte>> input_bytes(const ops::TensorArgument& t) {
+  TM_ASSIGN_OR_RETURN(const std::byte* p,
+                      argument_memory(t, static_cast<const std::byte*>(t.arg.host_data), "input"));
+  return std::span<const std::byte>(p, t.arg.nbytes);
+}
+
+Result<std::byte*> output_bytes(const ops::TensorArgument& t) {
+  return argument_memory(t, static_cast<std::byte*>(t.arg.host_out), "output");
+}
+
+/// Runs `compute` on a correctly aligned span of T over `dest` (nbytes), staging through a
+/// temporary when the caller's memory is misaligned for T.
+template <typename T, typename Compute>
+Status with_aligned_output(std::byte* dest, uint64_t count, Compute&& compute) {
+  if (reinterpret_cast<uintptr_t>(dest) % alignof(T) == 0) {
+    return compute(std::span<T>(reinterpret_cast<T*>(dest), count));
+  }
+  std::vector<T> staging(count);
+  TM_RETURN_IF_ERROR(compute(std::span<T>(staging)));
+  if (count != 0) std::memcpy(dest, staging.data(), count * sizeof(T));
+  return Status::Ok();
+}
+
+Status not_decodable(DType dtype) {
+  return Status::Unimplemented(std::string(dtype_name(dtype)) + " is not decodable yet: " +
+                               std::string(dtype_not_decodable_reason(dtype)));
+}
+
+/// What a parsed instance reads and writes, for estimates and reports.
+struct Traffic {
+  DType dtype = DType::kF32;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  double slowdown = 1.0;  ///< work per byte relative to a plain streaming read
+};
+
+/// Relative cost per stored byte of turning `dtype` into floats.
+double decode_factor(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kBF16:
+    case DType::kF16: return 1.0;
+    case DType::kQ8_0: return 1.4;
+    case DType::kQ4_K: return 2.0;
+    default: return dtype_info(dtype).is_quantized ? 3.0 : 2.0;
+  }
+}
+
+Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
+  Traffic t;
+  switch (kind) {
+    case ops::CoreOp::kDecode: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_decode(op));
+      t = {args.input.dtype, args.input.arg.nbytes, args.output.arg.nbytes, decode_factor(args.input.dtype)};
+      break;
+    }
+    case ops::CoreOp::kTileStats: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(op));
+      const DTypeInfo& info = dtype_info(args.input.dtype);
+      const uint64_t first_block = args.range.col_begin / info.block_elems;
+      const uint64_t end_block = (args.range.col_end + info.block_elems - 1) / info.block_elems;
+      t.dtype = args.input.dtype;
+      t.bytes_read = (args.range.row_end - args.range.row_begin) * (end_block - first_block) * info.block_bytes;
+      t.bytes_written = args.output.arg.nbytes;
+      t.slowdown = decode_factor(args.input.dtype);
+      break;
+    }
+    case ops::CoreOp::kHistogram: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_histogram(op));
+      // Binning is scalar, about four times the cost of streaming the decoded float32 values.
+      const DTypeInfo& info = dtype_info(args.input.dtype);
+      const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
+      t = {args.input.dtype, args.input.arg.nbytes, args.output.arg.nbytes,
+           4.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+      break;
+    }
+  }
+  return t;
+}
+
+Result<ops::CoreOp> core_op_of(const TM_OpInstance& op) {
+  const TM_OpInstance instance = ops::read_abi_struct(&op);
+  if (instance.op == nullptr) return Status::InvalidArgument("operation instance names no operation");
+  auto kind = ops::core_op_from_id(instance.op);
+  if (!kind) return Status::Unimplemented(std::string("cpu does not implement ") + instance.op);
+  return *kind;
+}
+
+Status run_decode(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_decode(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  const ops::TensorView tensor{args.input.dtype, in, args.input.elems};
+  return with_aligned_output<float>(out, args.output.elems,
+                                    [&](std::span<float> values) { return decode(tensor, values, threads); });
+}
+
+Status run_tile_stats(const TM_OpInstance& op, uint32_t threads, Isa isa) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  const ops::MatrixView matrix{args.input.dtype, in, args.rows, args.cols};
+  return with_aligned_output<TM_TileStats>(out, args.grid.count(), [&](std::span<TM_TileStats> stats) {
+    return tile_stats(matrix, args.range, args.tile, stats, threads, isa);
+  });
+}
+
+Status run_histogram(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_histogram(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  const ops::TensorView tensor{args.input.dtype, in, args.input.elems};
+  return with_aligned_output<uint64_t>(out, args.output.elems, [&](std::span<uint64_t> counts) {
+    return histogram(tensor, args.lo, args.hi, args.bins, counts, threads);
+  });
+}
+
+// ---- The ABI entry points --------------------------------------------------------------------
+
+TM_StatusCode error_code(const TM_Error* error) { return ops::plugin_error_code(error); }
+const char* error_message(const TM_Error* error) { return ops::plugin_error_message(error); }
+void error_destroy(TM_Error* error) { ops::plugin_error_destroy(error); }
+
+TM_Error* device_count(uint32_t* count, char* why_none, size_t why_len) {
+  return ops::guard_plugin_call("device_count", [&] {
+    TM_RETURN_IF_ERROR(require(count != nullptr, "count"));
+    *count = 1;
+    if (why_none != nullptr && why_len > 0) why_none[0] = '\0';
+    return Status::Ok();
+  });
+}
+
+TM_Error* backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
+  return ops::guard_plugin_call("backend_create", [&] {
+    TM_RETURN_IF_ERROR(require(out != nullptr, "out"));
+    *out = nullptr;
+    TM_BackendCreateArgs create{};
+    if (args != nullptr) create = ops::read_abi_struct(args);
+    if (create.device_index != 0) {
+      return Status::NotFound("cpu has one device; device " + std::to_string(create.device_index) + " does not exist");
+    }
+    auto backend = std::make_unique<CpuBackend>();
+    backend->device_name = cpu_model_name();
+    backend->memory_bytes = physical_memory_bytes();
+    backend->threads = hardware_threads();
+    backend->isa = best_isa();
+    TM_RETURN_IF_ERROR(apply_options(*backend, create.options));
+    if (backend->bandwidth_gbps <= 0) backend->bandwidth_gbps = measure_read_bandwidth_gbps();
+    *out = reinterpret_cast<TM_Backend*>(backend.release());
+    return Status::Ok();
+  });
+}
+
+void backend_destroy(TM_Backend* backend) { delete backend_of(backend); }
+
+TM_Error* device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
+  return ops::guard_plugin_call("device_traits", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && out != nullptr, "backend or out"));
+    const CpuBackend& b = *backend_of(backend);
+    TM_DeviceTraits traits{};
+    traits.struct_size = sizeof traits;
+    std::snprintf(traits.device_name, sizeof traits.device_name, "%s", b.device_name.c_str());
+    traits.memory_bytes = b.memory_bytes;
+    traits.memory_space_count = 0;
+    traits.host_memory_visible = 1;
+    traits.compute_units = b.threads;
+    ops::write_abi_struct(traits, out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* out) {
+  return ops::guard_plugin_call("query", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && query_in != nullptr && out != nullptr, "backend, query or out"));
+    const TM_OpQuery q = ops::read_abi_struct(query_in);
+    TM_OpSupport support{};
+    support.struct_size = sizeof support;
+    support.level = TM_SUPPORT_NONE;
+    support.exactness = TM_EXACT_BITWISE;
+    std::string reason;
+    const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
+    const auto dtype = from_abi_dtype(q.input_dtype);
+    if (!kind) {
+      reason = std::string("cpu does not implement ") + (q.op ? q.op : "(null)");
+    } else if (!dtype) {
+      reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
+    } else if (!dtype_decodable(*dtype)) {
+      reason = std::string(dtype_name(*dtype)) + " is not decodable yet: " + std::string(dtype_not_decodable_reason(*dtype));
+    } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
+      reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
+    } else {
+      support.level = TM_SUPPORT_FULL;
+    }
+    std::snprintf(support.reason, sizeof support.reason, "%s", reason.c_str());
+    ops::write_abi_struct(support, out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate* out) {
+  return ops::guard_plugin_call("estimate", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr && out != nullptr, "backend, op or out"));
+    TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
+    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
+    if (!dtype_decodable(traffic.dtype)) return not_decodable(traffic.dtype);
+    TM_CostEstimate cost{};
+    cost.struct_size = sizeof cost;
+    cost.bytes_read = traffic.bytes_read;
+    cost.bytes_written = traffic.bytes_written;
+    // GB/s is bytes per nanosecond.
+    cost.compute_ns = static_cast<double>(traffic.bytes_read) * traffic.slowdown / backend_of(backend)->bandwidth_gbps +
+                      static_cast<double>(traffic.bytes_written) / backend_of(backend)->bandwidth_gbps;
+    ops::write_abi_struct(cost, out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* buffer_alloc(TM_Backend* backend, uint32_t memory_space, uint64_t bytes, TM_Buffer** out) {
+  return ops::guard_plugin_call("buffer_alloc", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && out != nullptr, "backend or out"));
+    *out = nullptr;
+    if (memory_space != TM_MEMORY_SPACE_HOST) {
+      return Status::InvalidArgument("cpu has no memory space " + std::to_string(memory_space) + " (only host, 0)");
+    }
+    auto buffer = std::make_unique<CpuBuffer>();
+    buffer->data = static_cast<std::byte*>(::operator new[](std::max<uint64_t>(bytes, 1), kBufferAlignment));
+    buffer->size = bytes;
+    *out = reinterpret_cast<TM_Buffer*>(buffer.release());
+    return Status::Ok();
+  });
+}
+
+void buffer_free(TM_Backend* /*backend*/, TM_Buffer* buffer) { delete buffer_of(buffer); }
+
+Status check_buffer_range(TM_Buffer* buffer, uint64_t offset, uint64_t bytes, const void* memory) {
+  TM_RETURN_IF_ERROR(require(buffer != nullptr, "buffer"));
+  TM_RETURN_IF_ERROR(require(memory != nullptr || bytes == 0, "host memory"));
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, bytes, &end) || end > buffer_of(buffer)->size) {
+    return Status::InvalidArgument("bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                                   ") exceed the buffer's " + std::to_string(buffer_of(buffer)->size));
+  }
+  return Status::Ok();
+}
+
+TM_Error* buffer_write(TM_Backend* /*backend*/, TM_Buffer* buffer, uint64_t offset, const void* src, uint64_t bytes) {
+  return ops::guard_plugin_call("buffer_write", [&] {
+    TM_RETURN_IF_ERROR(check_buffer_range(buffer, offset, bytes, src));
+    if (bytes != 0) std::memcpy(buffer_of(buffer)->data + offset, src, bytes);
+    return Status::Ok();
+  });
+}
+
+TM_Error* buffer_read(TM_Backend* /*backend*/, TM_Buffer* buffer, uint64_t offset, void* dst, uint64_t bytes) {
+  return ops::guard_plugin_call("buffer_read", [&] {
+    TM_RETURN_IF_ERROR(check_buffer_range(buffer, offset, bytes, dst));
+    if (bytes != 0) std::memcpy(dst, buffer_of(buffer)->data + offset, bytes);
+    return Status::Ok();
+  });
+}
+
+TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_ExecutionPolicy* policy_in,
+                  TM_ExecutionReport* report) {
+  return ops::guard_plugin_call("execute", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr, "backend or op"));
+    const CpuBackend& b = *backend_of(backend);
+    TM_ExecutionPolicy policy{};
+    policy.struct_size = sizeof policy;
+    if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
+    TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
+    // Every result of this backend is bitwise: only an unknown floor can be refused here.
+    TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
+    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
+    const auto start = std::chrono::steady_clock::now();
+    switch (kind) {
+      case ops::CoreOp::kDecode: TM_RETURN_IF_ERROR(run_decode(*op, policy.max_threads)); break;
+      case ops::CoreOp::kTileStats: TM_RETURN_IF_ERROR(run_tile_stats(*op, policy.max_threads, b.isa)); break;
+      case ops::CoreOp::kHistogram: TM_RETURN_IF_ERROR(run_histogram(*op, policy.max_threads)); break;
+    }
+    if (report != nullptr) {
+      TM_ExecutionReport r{};
+      r.struct_size = sizeof r;
+      r.exactness = TM_EXACT_BITWISE;
+      r.device_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+      r.bytes_read = traffic.bytes_read;
+      r.bytes_written = traffic.bytes_written;
+      ops::write_abi_struct(r, report);
+    }
+    return Status::Ok();
+  });
+}
+
+const TM_PluginApi kApi = {
+    sizeof(TM_PluginApi), TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR, kName, kVersion,
+    &error_code, &error_message, &error_destroy,
+    &device_count, &backend_create, &backend_destroy, &device_traits,
+    &query, &estimate,
+    &buffer_alloc, &buffer_free, &buffer_write, &buffer_read,
+    &execute,
+};
+
+}  // namespace
+}  // namespace tensormorph::cpu
+
+extern "C" const TM_PluginApi* tm_cpu_backend_get_api(uint32_t host_major, uint32_t /*host_minor*/) {
+  return host_major == TM_PLUGIN_ABI_MAJOR ? &tensormorph::cpu::kApi : nullptr;
+}

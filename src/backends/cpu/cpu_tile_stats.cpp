@@ -1,0 +1,268 @@
+// Work splitting and finishing for tm.tile_stats@1 on the CPU.
+//
+// The view is cut into items of about target_item_bytes of storage. Small tiles: an item is
+// one tile band over several whole tiles, finished by the thread that ran it. Tiles larger
+// than an item: an item is a chunk of one tile's rows; the row sums land in shared slot arrays
+// and the tiles are finished after all items ran. Either way each sum is the canonical halving
+// tree, so the thread count and the visiting order never change a bit.
+#include "backends/cpu/cpu_tile_stats.h"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "backends/cpu/cpu_order_key.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::cpu {
+
+float* KernelScratch::decoded(uint64_t count) {
+  if (decoded_.size() < count) decoded_.resize(count);
+  return decoded_.data();
+}
+
+double* KernelScratch::tree(uint32_t tile) {
+  const size_t need = size_t{tile} / 2 + 16;  // two quarter-size vector arrays (row_segment)
+  if (tree_.size() < need) tree_.resize(need);
+  return tree_.data();
+}
+
+std::byte* KernelScratch::lane_stats(uint64_t bytes) {
+  if (lanes_.size() < bytes) lanes_.resize(bytes);
+  return lanes_.data();
+}
+
+void KernelScratch::fail(Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
+namespace {
+
+/// How the view is cut into items.
+struct Plan {
+  ops::TileGrid grid;
+  uint32_t tiles_per_item = 1;  ///< tile columns per item
+  uint32_t row_chunks = 1;      ///< items per tile band and tile column (1: items own whole tiles)
+  uint32_t chunk_rows = 0;      ///< rows per chunk (tile / row_chunks)
+  uint64_t column_items = 0;    ///< items across a band
+  uint64_t items() const { return grid.rows * column_items * row_chunks; }
+};
+
+Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile, uint32_t threads,
+               TileStatsTuning tuning) {
+  Plan plan;
+  plan.grid = ops::tile_grid(range, tile);
+  const DTypeInfo& info = dtype_info(matrix.dtype);
+  const double bytes_per_elem = static_cast<double>(info.block_bytes) / info.block_elems;
+  const double view_bytes = static_cast<double>(range.row_end - range.row_begin) *
+                            static_cast<double>(range.col_end - range.col_begin) * bytes_per_elem;
+  double target = static_cast<double>(tuning.target_item_bytes);
+  if (target <= 0) target = std::clamp(view_bytes / (8.0 * std::max(1u, threads)), 64.0 * 1024, 1024.0 * 1024);
+  const double tile_bytes = static_cast<double>(tile) * tile * bytes_per_elem;
+  if (tile_bytes <= target) {
+    plan.tiles_per_item =
+        static_cast<uint32_t>(std::clamp<double>(std::floor(target / tile_bytes), 1.0, static_cast<double>(plan.grid.cols)));
+  } else {
+    const auto wanted = static_cast<uint64_t>(std::ceil(tile_bytes / target));
+    plan.row_chunks = static_cast<uint32_t>(std::min<uint64_t>(tile, std::bit_ceil(wanted)));
+  }
+  plan.chunk_rows = tile / plan.row_chunks;
+  plan.column_items = (plan.grid.cols + plan.tiles_per_item - 1) / plan.tiles_per_item;
+  return plan;
+}
+
+ItemKernel pick_kernel(const TileStatsKernels& kernels, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return kernels.f32;
+    case DType::kBF16: return kernels.bf16;
+    case DType::kF16: return kernels.f16;
+    case DType::kQ8_0: return kernels.q8_0;
+    case DType::kQ4_K: return kernels.q4_k;
+    default: return kernels.generic;
+  }
+}
+
+/// halving_sum over `tile` slots of which only the first `valid` may be non-zero: the tree over
+/// the first bit_ceil(valid) slots, plus +0.0 when zero slots were left out (see row_segment).
+double halving_prefix(double* slots, uint64_t valid, uint32_t tile) {
+  const uint64_t used = std::bit_ceil(std::max<uint64_t>(valid, 1));
+  std::fill(slots + valid, slots + used, 0.0);
+  const double sum = ops::halving_sum(std::span<double>(slots, used));
+  return used < tile ? sum + 0.0 : sum;
+}
+
+/// Everything an item or a finishing step needs.
+struct Job {
+  const ops::MatrixView& matrix;
+  const ops::ViewRange& range;
+  uint32_t tile;
+  std::span<TM_TileStats> out;
+  Plan plan;
+  ItemKernel kernel;
+  uint64_t row_bytes;
+};
+
+/// The statistics of tile (ti, tj) from its merged partial and its row slots.
+TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePartial& partial, double* sums,
+                         double* squares) {
+  const uint64_t row_begin = job.range.row_begin + ti * job.tile;
+  const uint64_t col_begin = job.range.col_begin + tj * job.tile;
+  const uint64_t rows = std::min<uint64_t>(job.tile, job.range.row_end - row_begin);
+  const uint64_t cols = std::min<uint64_t>(job.tile, job.range.col_end - col_begin);
+  if (partial.max_key >= simd::kKeyPosInf || partial.min_key <= simd::kKeyNegInf) {
+    // A NaN or infinity: the fast path's sums are void; redo this tile the plain way.
+    TM_TileStats slow = ops::empty_tile_stats();
+    const ops::ViewRange rect{row_begin, row_begin + rows, col_begin, col_begin + cols};
+    (void)ops::tile_stats_reference(job.matrix, rect, job.tile, std::span<TM_TileStats>(&slow, 1));
+    return slow;
+  }
+  TM_TileStats s = ops::empty_tile_stats();
+  s.count = rows * cols;
+  s.zeros = partial.zeros;
+  s.min = simd::float_from_key(partial.min_key);
+  s.max = simd::float_from_key(partial.max_key);
+  s.absmax = std::max(std::fabs(s.min), std::fabs(s.max));
+  s.sum = halving_prefix(sums, rows, job.tile);
+  s.sum_sq = halving_prefix(squares, rows, job.tile);
+  return s;
+}
+
+/// Per-thread state: kernel scratch plus the slots of items that own whole tiles.
+struct ThreadState {
+  KernelScratch scratch;
+  std::vector<double> sums, squares;
+  std::vector<TilePartial> partials;
+};
+
+ItemSpec item_base(const Job& job) {
+  const DTypeInfo& info = dtype_info(job.matrix.dtype);
+  ItemSpec item;
+  item.data = job.matrix.bytes.data();
+  item.row_bytes = job.row_bytes;
+  item.block_elems = info.block_elems;
+  item.block_bytes = info.block_bytes;
+  item.dtype = job.matrix.dtype;
+  item.tile = job.tile;
+  return item;
+}
+
+/// Items own whole tiles: run band `ti`, tile columns from `tj`, and finish them.
+void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& state) {
+  ItemSpec item = item_base(job);
+  item.band_row_begin = job.range.row_begin + ti * job.tile;
+  item.row_begin = item.band_row_begin;
+  item.row_end = std::min<uint64_t>(item.band_row_begin + job.tile, job.range.row_end);
+  item.tiles = static_cast<uint32_t>(std::min<uint64_t>(job.plan.tiles_per_item, job.plan.grid.cols - tj));
+  item.col_begin = job.range.col_begin + tj * job.tile;
+  item.col_end = std::min<uint64_t>(item.col_begin + uint64_t{item.tiles} * job.tile, job.range.col_end);
+  const size_t slots = size_t{item.tiles} * job.tile;
+  if (state.sums.size() < slots) {
+    state.sums.resize(slots);
+    state.squares.resize(slots);
+  }
+  state.partials.assign(item.tiles, TilePartial{});
+  item.row_sums = state.sums.data();
+  item.row_squares = state.squares.data();
+  item.partials = state.partials.data();
+  job.kernel(item, state.scratch);
+  for (uint32_t t = 0; t < item.tiles; ++t) {
+    job.out[ti * job.plan.grid.cols + tj + t] =
+        finish_tile(job, ti, tj + t, state.partials[t], item.row_sums + size_t{t} * job.tile,
+                    item.row_squares + size_t{t} * job.tile);
+  }
+}
+
+/// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
+struct SharedSlots {
+  std::vector<double> sums, squares;   // [tile index][tile]
+  std::vector<TilePartial> partials;   // [tile index][row chunk]
+};
+
+void run_row_chunk(const Job& job, uint64_t tile_index, uint32_t chunk, SharedSlots& shared, ThreadState& state) {
+  const uint64_t ti = tile_index / job.plan.grid.cols;
+  const uint64_t tj = tile_index % job.plan.grid.cols;
+  ItemSpec item = item_base(job);
+  item.band_row_begin = job.range.row_begin + ti * job.tile;
+  item.row_begin = item.band_row_begin + uint64_t{chunk} * job.plan.chunk_rows;
+  item.row_end = std::min<uint64_t>(item.row_begin + job.plan.chunk_rows, job.range.row_end);
+  if (item.row_begin >= item.row_end) return;  // past the ragged last band
+  item.tiles = 1;
+  item.col_begin = job.range.col_begin + tj * job.tile;
+  item.col_end = std::min<uint64_t>(item.col_begin + job.tile, job.range.col_end);
+  item.row_sums = shared.sums.data() + tile_index * job.tile;
+  item.row_squares = shared.squares.data() + tile_index * job.tile;
+  item.partials = shared.partials.data() + tile_index * job.plan.row_chunks + chunk;
+  job.kernel(item, state.scratch);
+}
+
+void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared) {
+  TilePartial merged;
+  for (uint32_t c = 0; c < job.plan.row_chunks; ++c) {
+    const TilePartial& p = shared.partials[tile_index * job.plan.row_chunks + c];
+    merged.min_key = std::min(merged.min_key, p.min_key);
+    merged.max_key = std::max(merged.max_key, p.max_key);
+    merged.zeros += p.zeros;
+  }
+  job.out[tile_index] = finish_tile(job, tile_index / job.plan.grid.cols, tile_index % job.plan.grid.cols, merged,
+                                    shared.sums.data() + tile_index * job.tile,
+                                    shared.squares.data() + tile_index * job.tile);
+}
+
+}  // namespace
+
+Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning) {
+  TM_RETURN_IF_ERROR(ops::check_tile_stats_args(matrix, range, tile, out.size()));
+  if (!dtype_decodable(matrix.dtype)) return Status::Unsupported(std::string(dtype_not_decodable_reason(matrix.dtype)));
+  if (!isa_supported(isa)) {
+    return Status::InvalidArgument("this CPU cannot run the " + std::string(isa_name(isa)) + " kernels");
+  }
+  if (out.empty()) return Status::Ok();
+  TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(matrix.dtype, matrix.cols));
+
+  tbb::task_arena arena(max_threads == 0 ? tbb::task_arena::automatic : static_cast<int>(max_threads));
+  arena.initialize();
+  const auto threads = static_cast<uint32_t>(arena.max_concurrency());
+  const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
+                pick_kernel(tile_stats_kernels(isa), matrix.dtype), row_bytes};
+  tbb::enumerable_thread_specific<ThreadState> states;
+
+  if (job.plan.row_chunks == 1) {
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
+        ThreadState& state = states.local();
+        for (uint64_t i = r.begin(); i != r.end(); ++i) {
+          run_whole_tiles(job, i / job.plan.column_items, (i % job.plan.column_items) * job.plan.tiles_per_item, state);
+        }
+      });
+    });
+  } else {
+    SharedSlots shared;
+    const uint64_t tiles = job.plan.grid.count();
+    shared.sums.resize(tiles * tile);
+    shared.squares.resize(tiles * tile);
+    shared.partials.resize(tiles * job.plan.row_chunks);
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
+        ThreadState& state = states.local();
+        for (uint64_t i = r.begin(); i != r.end(); ++i) {
+          run_row_chunk(job, i / job.plan.row_chunks, static_cast<uint32_t>(i % job.plan.row_chunks), shared, state);
+        }
+      });
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, tiles), [&](const tbb::blocked_range<uint64_t>& r) {
+        for (uint64_t t = r.begin(); t != r.end(); ++t) finish_shared_tile(job, t, shared);
+      });
+    });
+  }
+  for (const ThreadState& state : states) {
+    if (!state.scratch.status().ok()) return state.scratch.status();
+  }
+  return Status::Ok();
+}
+
+}  // namespace tensormorph::cpu

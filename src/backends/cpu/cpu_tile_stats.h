@@ -1,0 +1,91 @@
+// tm.tile_stats@1 on the CPU: work items over oneTBB, SIMD row kernels per instruction set.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backends/cpu/cpu_dispatch.h"
+#include "ops/reference.h"
+#include "tensormorph/c/plugin.h"
+#include "tensormorph/status.h"
+
+namespace tensormorph::cpu {
+
+/// Finite-value statistics of some rows of one tile, merged exactly in any order.
+struct TilePartial {
+  int32_t min_key = INT32_MAX;  ///< smallest order key seen (simd::order_key)
+  int32_t max_key = INT32_MIN;  ///< largest order key seen
+  uint64_t zeros = 0;           ///< values equal to zero
+};
+
+/// One unit of parallel work: rows [row_begin, row_end) of one tile band, over `tiles`
+/// consecutive tile columns starting at column col_begin.
+struct ItemSpec {
+  const std::byte* data = nullptr;  ///< the whole matrix
+  uint64_t row_bytes = 0;
+  uint32_t block_elems = 1;
+  uint32_t block_bytes = 1;
+  DType dtype = DType::kF32;
+  uint64_t row_begin = 0;
+  uint64_t row_end = 0;
+  uint64_t band_row_begin = 0;  ///< first row of the band (row slot 0)
+  uint64_t col_begin = 0;
+  uint64_t col_end = 0;         ///< clipped to the view
+  uint32_t tile = 0;
+  uint32_t tiles = 0;
+  double* row_sums = nullptr;     ///< [tiles][tile] row-slot sums, indexed by row - band_row_begin
+  double* row_squares = nullptr;  ///< same layout, sums of squares
+  TilePartial* partials = nullptr;  ///< [tiles]
+};
+
+/// Per-thread buffers reused across items.
+class KernelScratch {
+ public:
+  /// At least `count` floats for decoded rows.
+  float* decoded(uint64_t count);
+  /// The halving tree's buffer for tiles of `tile` columns.
+  double* tree(uint32_t tile);
+  /// At least `bytes` bytes for per-tile lane statistics.
+  std::byte* lane_stats(uint64_t bytes);
+  /// Records the first failure of a generic decode (it should not happen after validation).
+  void fail(Status status);
+  /// The first recorded failure.
+  const Status& status() const { return status_; }
+
+ private:
+  std::vector<float> decoded_;
+  std::vector<double> tree_;
+  std::vector<std::byte> lanes_;
+  Status status_;
+};
+
+/// Runs one item.
+using ItemKernel = void (*)(const ItemSpec& item, KernelScratch& scratch);
+
+/// The item kernels of one instruction set, by storage kind.
+struct TileStatsKernels {
+  ItemKernel f32;
+  ItemKernel bf16;
+  ItemKernel f16;
+  ItemKernel q8_0;
+  ItemKernel q4_k;
+  ItemKernel generic;  ///< any other decodable dtype, through decode_to_f32
+};
+
+/// The kernels compiled for `isa` (which must be supported by this CPU).
+const TileStatsKernels& tile_stats_kernels(Isa isa);
+
+/// Work-splitting knobs; the defaults suit production, tests shrink them to exercise every path.
+struct TileStatsTuning {
+  uint64_t target_item_bytes = 0;  ///< storage bytes per work item (0: from the input size)
+};
+
+/// tm.tile_stats@1: validates like the reference, then computes `out` (one per tile, row-major)
+/// with at most `max_threads` threads (0: all), bit-identical to tile_stats_reference.
+Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning = {});
+
+}  // namespace tensormorph::cpu

@@ -1,0 +1,329 @@
+// The tile-statistics hot loop, written once over portable vectors and instantiated per
+// instruction set by cpu_tile_stats_isa.cpp. Include only from there.
+//
+// Fast path: it assumes every value is finite. Each row segment's slots are summed with the
+// canonical halving tree of docs/COMPUTE.md (vector k of T/8 pairs with vector k + T/16, the
+// first two levels fused into the load loop, the last three inside one vector), min/max are
+// tracked as monotone integer keys, which also reveal any NaN/Inf: such a tile is recomputed
+// by the reference code afterwards, so the fast path never needs to be right about it.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/cpu_simd.h"
+#include "backends/cpu/cpu_tile_stats.h"
+#include "core/decode/decode_internal.h"
+
+namespace tensormorph::cpu::tile_kernel {
+
+using namespace simd;  // NOLINT(google-build-using-namespace): the vocabulary of this file
+
+/// Lane-wise partial statistics of one tile.
+struct LaneStats {
+  i32x8 min_key;
+  i32x8 max_key;
+  i32x8 minus_zeros;  ///< minus the number of zeros seen in each lane
+};
+
+TM_CPU_INLINE LaneStats fresh_lane_stats() {
+  return {i32x8{} + INT32_MAX, i32x8{} + INT32_MIN, i32x8{}};
+}
+
+TM_CPU_INLINE void observe(const f32x8& v, LaneStats& s) {
+  const i32x8 key = order_key(v);
+  s.min_key = min(s.min_key, key);
+  s.max_key = max(s.max_key, key);
+  s.minus_zeros += (v == 0.0f);
+}
+
+/// Like observe() for lanes where `valid` is all ones; other lanes are ignored.
+TM_CPU_INLINE void observe_masked(const f32x8& v, const i32x8& valid, LaneStats& s) {
+  const i32x8 key = order_key(v);
+  s.min_key = min(s.min_key, valid != 0 ? key : i32x8{} + INT32_MAX);
+  s.max_key = max(s.max_key, valid != 0 ? key : i32x8{} + INT32_MIN);
+  s.minus_zeros += (v == 0.0f) & valid;
+}
+
+/// One row segment of `w` (1..tile) stored elements.
+template <typename Src>
+struct Segment {
+  const typename Src::Element* src;
+  uint32_t full;                          ///< whole vectors of 8
+  uint32_t rem;                           ///< elements in the last, partial vector
+  typename Src::Element tail[kLanes];     ///< that partial vector, zero padded
+  i32x8 tail_valid;
+
+  TM_CPU_INLINE Segment(const typename Src::Element* p, uint32_t w) : src(p), full(w / kLanes), rem(w % kLanes) {
+    std::memset(tail, 0, sizeof tail);
+    if (rem != 0) std::memcpy(tail, p + full * kLanes, rem * sizeof(typename Src::Element));
+    const i32x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    tail_valid = lane < static_cast<int32_t>(rem);
+  }
+
+  /// Vector `index` widened to float64, observed into `stats`; zero beyond the segment.
+  TM_CPU_INLINE f64x8 fetch(uint32_t index, LaneStats& stats) const {
+    if (index < full) {
+      const f32x8 v = Src::load8(src + index * kLanes);
+      observe(v, stats);
+      return widen(v);
+    }
+    if (index == full && rem != 0) {
+      const f32x8 v = Src::load8(tail);
+      observe_masked(v, tail_valid, stats);
+      return widen(v);
+    }
+    return f64x8{};
+  }
+
+  /// Vector `index`, known to be whole.
+  TM_CPU_INLINE f64x8 fetch_full(uint32_t index, LaneStats& stats) const {
+    const f32x8 v = Src::load8(src + index * kLanes);
+    observe(v, stats);
+    return widen(v);
+  }
+};
+
+/// The row sum and sum of squares of a segment of `w` elements in a tile of `tile` slots.
+/// `tree` holds at least tile / 2 doubles (2 * tile / 32 vectors of 8). Only the first
+/// P = max(8, bit_ceil(w)) slots can be non-zero; the halving tree over the T - P zero slots
+/// only turns a -0.0 result into +0.0, so it is replaced by one "+ 0.0" when P < T.
+template <typename Src>
+TM_CPU_INLINE void row_segment(const typename Src::Element* src, uint32_t w, uint32_t tile, LaneStats& stats,
+                               double* tree, double& sum, double& sum_sq) {
+  const Segment<Src> seg(src, w);
+  const uint32_t slots = std::max<uint32_t>(kLanes, std::bit_ceil(w));
+  const uint32_t vectors = slots / kLanes;
+  f64x8 s, q;
+  if (vectors == 1) {
+    s = seg.fetch(0, stats);
+    q = s * s;
+  } else if (vectors == 2) {
+    // w > 8, so vector 0 is whole.
+    const f64x8 a = seg.fetch_full(0, stats);
+    const f64x8 b = seg.fetch(1, stats);
+    s = a + b;
+    q = a * a + b * b;
+  } else {
+    // Levels P -> P/2 -> P/4 fused: vector k + k+quarter*2, k+quarter + k+quarter*3. Since
+    // w > P/2, the first two quarters are whole; the loop splits where the last quarter is.
+    const uint32_t quarter = vectors / 4;
+    const uint32_t all_whole = seg.full > 3 * quarter ? std::min(quarter, seg.full - 3 * quarter) : 0;
+    double* ts = tree;
+    double* tq = tree + quarter * kLanes;
+    uint32_t k = 0;
+    for (; k < all_whole; ++k) {
+      const f64x8 a0 = seg.fetch_full(k, stats);
+      const f64x8 a1 = seg.fetch_full(k + quarter, stats);
+      const f64x8 a2 = seg.fetch_full(k + 2 * quarter, stats);
+      const f64x8 a3 = seg.fetch_full(k + 3 * quarter, stats);
+      store(ts + k * kLanes, (a0 + a2) + (a1 + a3));
+      store(tq + k * kLanes, (a0 * a0 + a2 * a2) + (a1 * a1 + a3 * a3));
+    }
+    for (; k < quarter; ++k) {
+      const f64x8 a0 = seg.fetch_full(k, stats);
+      const f64x8 a1 = seg.fetch_full(k + quarter, stats);
+      const f64x8 a2 = seg.fetch(k + 2 * quarter, stats);
+      const f64x8 a3 = seg.fetch(k + 3 * quarter, stats);
+      store(ts + k * kLanes, (a0 + a2) + (a1 + a3));
+      store(tq + k * kLanes, (a0 * a0 + a2 * a2) + (a1 * a1 + a3 * a3));
+    }
+    for (uint32_t n = quarter; n > 1;) {
+      n /= 2;
+      for (uint32_t i = 0; i < n; ++i) {
+        store(ts + i * kLanes, load<f64x8>(ts + i * kLanes) + load<f64x8>(ts + (i + n) * kLanes));
+        store(tq + i * kLanes, load<f64x8>(tq + i * kLanes) + load<f64x8>(tq + (i + n) * kLanes));
+      }
+    }
+    s = load<f64x8>(ts);
+    q = load<f64x8>(tq);
+  }
+  sum = halving_lanes(s);
+  sum_sq = halving_lanes(q);
+  if (slots < tile) {
+    sum += 0.0;
+    sum_sq += 0.0;
+  }
+}
+
+/// Folds lane statistics into a tile's scalar partial.
+TM_CPU_INLINE void fold(const LaneStats& lanes, TilePartial& partial) {
+  partial.min_key = std::min(partial.min_key, reduce_min(lanes.min_key));
+  partial.max_key = std::max(partial.max_key, reduce_max(lanes.max_key));
+  partial.zeros += reduce_add(bits<u32x8>(i32x8{} - lanes.minus_zeros));
+}
+
+/// Where row r's segment of tile t starts, for storage read in place (`Src` elements).
+template <typename Src>
+struct DirectRows {
+  const ItemSpec& item;
+  TM_CPU_INLINE const typename Src::Element* segment(uint64_t row, uint64_t col) const {
+    return reinterpret_cast<const typename Src::Element*>(item.data + row * item.row_bytes) + col;
+  }
+};
+
+/// Rows decoded to float32 into a scratch block of `rows` x `span` values.
+struct DecodedRows {
+  const float* values;
+  uint64_t first_row;
+  uint64_t first_col;  ///< column of values[0] in each row (block aligned, <= the item's first column)
+  uint64_t span;
+  TM_CPU_INLINE const float* segment(uint64_t row, uint64_t col) const {
+    return values + (row - first_row) * span + (col - first_col);
+  }
+};
+
+/// Tiles of at most this size are walked tile by tile (statistics stay in registers across the
+/// tile's rows); larger ones row by row (one pass over each row, statistics kept in scratch).
+inline constexpr uint32_t kTileByTileMax = 64;
+
+/// Width of tile column `t` of the item (the last one may be ragged).
+TM_CPU_INLINE uint32_t tile_width(const ItemSpec& item, uint32_t t) {
+  const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
+  return static_cast<uint32_t>(std::min<uint64_t>(item.tile, item.col_end - col));
+}
+
+/// Small tiles: tiles [t_begin, t_end) one after the other, all rows of each.
+template <typename Src, typename Rows>
+TM_CPU_INLINE void tile_by_tile(const ItemSpec& item, double* tree, const Rows& rows, uint32_t t_begin, uint32_t t_end) {
+  for (uint32_t t = t_begin; t < t_end; ++t) {
+    const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
+    const uint32_t w = tile_width(item, t);
+    double* sums = item.row_sums + uint64_t{t} * item.tile;
+    double* squares = item.row_squares + uint64_t{t} * item.tile;
+    LaneStats stats = fresh_lane_stats();
+    for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
+      const uint64_t slot = r - item.band_row_begin;
+      row_segment<Src>(rows.segment(r, col), w, item.tile, stats, tree, sums[slot], squares[slot]);
+    }
+    fold(stats, item.partials[t]);
+  }
+}
+
+/// Large tiles: row `r` across every tile of the item; `lanes` holds each tile's LaneStats.
+template <typename Src, typename Rows>
+TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows, uint64_t r, std::byte* lanes) {
+  for (uint32_t t = 0; t < item.tiles; ++t) {
+    const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
+    const uint64_t slot = uint64_t{t} * item.tile + (r - item.band_row_begin);
+    std::byte* lane_slot = lanes + t * sizeof(LaneStats);
+    LaneStats stats = load<LaneStats>(lane_slot);
+    row_segment<Src>(rows.segment(r, col), tile_width(item, t), item.tile, stats, tree, item.row_sums[slot],
+                     item.row_squares[slot]);
+    store(lane_slot, stats);
+  }
+}
+
+/// Fresh LaneStats for every tile of the item, in scratch.
+TM_CPU_INLINE std::byte* fresh_lanes(const ItemSpec& item, KernelScratch& scratch) {
+  std::byte* lanes = scratch.lane_stats(item.tiles * sizeof(LaneStats));
+  for (uint32_t t = 0; t < item.tiles; ++t) store(lanes + t * sizeof(LaneStats), fresh_lane_stats());
+  return lanes;
+}
+
+/// Folds every tile's LaneStats into the item's partials.
+TM_CPU_INLINE void fold_lanes(const ItemSpec& item, const std::byte* lanes) {
+  for (uint32_t t = 0; t < item.tiles; ++t) fold(load<LaneStats>(lanes + t * sizeof(LaneStats)), item.partials[t]);
+}
+
+/// Runs `item` over segments read in place from storage of `Src`.
+template <typename Src>
+TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) {
+  double* tree = scratch.tree(item.tile);
+  const DirectRows<Src> rows{item};
+  if (item.tile <= kTileByTileMax) {
+    tile_by_tile<Src>(item, tree, rows, 0, item.tiles);
+    return;
+  }
+  std::byte* lanes = fresh_lanes(item, scratch);
+  for (uint64_t r = item.row_begin; r < item.row_end; ++r) one_row<Src>(item, tree, rows, r, lanes);
+  fold_lanes(item, lanes);
+}
+
+/// Runs `item` on float32 values decoded with `decode(src, blocks, out)` from the covering blocks
+/// of its columns: small tiles decode a group of columns for all rows (it fits in L2), large
+/// tiles one row at a time.
+template <typename DecodeBlocks>
+TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch, const DecodeBlocks& decode) {
+  double* tree = scratch.tree(item.tile);
+  const uint64_t be = item.block_elems;
+  const uint32_t group = item.tile <= kTileByTileMax ? std::max<uint32_t>(1, 1024 / item.tile) : item.tiles;
+  for (uint32_t t_begin = 0; t_begin < item.tiles; t_begin += group) {
+    const uint32_t t_end = std::min(item.tiles, t_begin + group);
+    const uint64_t col_begin = item.col_begin + uint64_t{t_begin} * item.tile;
+    const uint64_t col_end = std::min<uint64_t>(item.col_end, item.col_begin + uint64_t{t_end} * item.tile);
+    const uint64_t first_block = col_begin / be;
+    const uint64_t blocks = (col_end + be - 1) / be - first_block;
+    const uint64_t span = blocks * be;
+    const std::byte* block_data = item.data + first_block * item.block_bytes;
+    if (item.tile <= kTileByTileMax) {
+      float* values = scratch.decoded((item.row_end - item.row_begin) * span);
+      for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
+        decode(block_data + r * item.row_bytes, blocks, values + (r - item.row_begin) * span);
+      }
+      tile_by_tile<F32Source>(item, tree, DecodedRows{values, item.row_begin, first_block * be, span}, t_begin, t_end);
+    } else {
+      float* values = scratch.decoded(span);
+      std::byte* lanes = fresh_lanes(item, scratch);
+      for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
+        decode(block_data + r * item.row_bytes, blocks, values);
+        one_row<F32Source>(item, tree, DecodedRows{values, r, first_block * be, span}, r, lanes);
+      }
+      fold_lanes(item, lanes);
+    }
+  }
+}
+
+// ---- Block decoders, bit-identical to src/core/decode (same float operations, same order) -----
+
+/// Q8_0: 34-byte blocks, fp16 d then 32 int8 quants; value = float(q) * d.
+TM_CPU_INLINE void decode_q8_0(const std::byte* src, uint64_t blocks, float* out) {
+  for (uint64_t b = 0; b < blocks; ++b, src += 34, out += 32) {
+    const float d = decode_internal::half_bits_to_float(decode_internal::load_u16(src));
+    for (uint32_t g = 0; g < 4; ++g) {
+      const f32x8 q = __builtin_convertvector(load<i8x8>(src + 2 + 8 * g), f32x8);
+      store(out + 8 * g, q * d);
+    }
+  }
+}
+
+/// Q4_K: 144-byte super-blocks of 256; see decode_ggml_kquants.cpp for the layout.
+TM_CPU_INLINE void decode_q4_k(const std::byte* src, uint64_t blocks, float* out) {
+  for (uint64_t b = 0; b < blocks; ++b, src += 144, out += 256) {
+    const float d = decode_internal::half_bits_to_float(decode_internal::load_u16(src));
+    const float dmin = decode_internal::half_bits_to_float(decode_internal::load_u16(src + 2));
+    const std::byte* packed = src + 4;
+    const std::byte* qs = src + 16;
+    for (uint32_t p = 0; p < 4; ++p) {
+      uint32_t scale[2], minimum[2];
+      for (uint32_t h = 0; h < 2; ++h) {
+        const uint32_t j = 2 * p + h;
+        const auto byte = [packed](uint32_t i) { return static_cast<uint32_t>(packed[i]); };
+        if (j < 4) {
+          scale[h] = byte(j) & 63u;
+          minimum[h] = byte(j + 4) & 63u;
+        } else {
+          scale[h] = (byte(j + 4) & 0xfu) | ((byte(j - 4) >> 6) << 4);
+          minimum[h] = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+        }
+      }
+      const float d_lo = d * static_cast<float>(scale[0]);
+      const float m_lo = dmin * static_cast<float>(minimum[0]);
+      const float d_hi = d * static_cast<float>(scale[1]);
+      const float m_hi = dmin * static_cast<float>(minimum[1]);
+      for (uint32_t g = 0; g < 4; ++g) {
+        const u8x8 q = load<u8x8>(qs + 32 * p + 8 * g);
+        const f32x8 lo = __builtin_convertvector(q & 0xf, f32x8);
+        const f32x8 hi = __builtin_convertvector(q >> 4, f32x8);
+        store(out + 64 * p + 8 * g, d_lo * lo - m_lo);
+        store(out + 64 * p + 32 + 8 * g, d_hi * hi - m_hi);
+      }
+    }
+  }
+}
+
+}  // namespace tensormorph::cpu::tile_kernel

@@ -1,0 +1,39 @@
+#include "ops/compute_session.h"
+
+#include "compute/builtin_backends.h"
+#include "ops/op_definitions.h"
+
+namespace tensormorph::ops {
+
+Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOptions& options) {
+  std::unique_ptr<ComputeSession> session(new ComputeSession());
+  TM_RETURN_IF_ERROR(register_core_ops(session->registry_));
+  std::vector<std::string> dirs = options.extra_plugin_dirs;
+  dirs.insert(dirs.end(), options.settings.plugin_path.begin(), options.settings.plugin_path.end());
+  session->backends_ =
+      compute::load_backends(compute::builtin_backend_entry_points(), compute::plugin_search_path(dirs));
+  compute::SchedulerOptions scheduler_options;
+  scheduler_options.constraints = options.settings.constraints;
+  if (options.override_constraints) {
+    scheduler_options.constraints =
+        compute::merge_constraints(scheduler_options.constraints, *options.override_constraints);
+  }
+  scheduler_options.memory_budget_bytes = options.settings.memory_budget_bytes;
+  scheduler_options.device_cache_bytes = options.settings.device_cache_bytes;
+  session->scheduler_ = std::make_unique<compute::Scheduler>(session->registry_, session->backends_.backends,
+                                                             std::move(scheduler_options));
+  return session;
+}
+
+Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& compute_spec) {
+  SessionOptions options;
+  TM_ASSIGN_OR_RETURN(options.settings, compute::load_settings(compute::settings_path()));
+  if (!compute_spec.empty()) {
+    TM_ASSIGN_OR_RETURN(auto parsed, compute::parse_constraints(compute_spec));
+    options.override_constraints = parsed;
+    if (compute_spec == "auto") options.settings.constraints = {};
+  }
+  return ComputeSession::open(options);
+}
+
+}  // namespace tensormorph::ops

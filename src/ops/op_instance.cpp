@@ -1,0 +1,204 @@
+#include "ops/op_instance.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype_abi.h"
+#include "ops/op_definitions.h"
+
+namespace tensormorph::ops {
+namespace {
+
+std::string shape_text(const TM_TensorArg& arg) {
+  std::string s = "[";
+  for (uint32_t i = 0; i < arg.rank && i < 8; ++i) s += (i ? ", " : "") + std::to_string(arg.shape[i]);
+  return s + "]";
+}
+
+Status invalid(const std::string& op, const std::string& what) { return Status::InvalidArgument(op + ": " + what); }
+
+/// Reads element `index` of a caller's TM_TensorArg array, whose stride is the caller's struct size.
+Result<TM_TensorArg> tensor_arg_at(const std::string& op, const char* role, const TM_TensorArg* array,
+                                   uint32_t index) {
+  if (array == nullptr) return invalid(op, std::string(role) + " array is null");
+  const size_t stride = array->struct_size;
+  if (stride < sizeof(size_t)) return invalid(op, std::string(role) + " struct_size " + std::to_string(stride) + " is too small");
+  const auto* element = reinterpret_cast<const TM_TensorArg*>(reinterpret_cast<const std::byte*>(array) + index * stride);
+  return read_abi_struct(element);
+}
+
+/// Validates one tensor argument: known dtype, rank <= 8, element count, nbytes and data pointer.
+Result<TensorArgument> check_tensor(const std::string& op, const char* role, const TM_TensorArg& arg, bool is_output) {
+  TensorArgument t;
+  t.arg = arg;
+  const std::string name = std::string(role);
+  auto dtype = from_abi_dtype(arg.dtype);
+  if (!dtype) return invalid(op, name + " has unknown dtype id " + std::to_string(static_cast<int>(arg.dtype)));
+  t.dtype = *dtype;
+  if (arg.rank > 8) return invalid(op, name + " has rank " + std::to_string(arg.rank) + " (at most 8)");
+  auto elems = checked_element_count(std::span<const uint64_t>(arg.shape, arg.rank));
+  if (!elems.ok()) return invalid(op, name + ": " + elems.status().message());
+  t.elems = *elems;
+  auto bytes = dtype_storage_bytes(t.dtype, t.elems);
+  if (!bytes.ok()) return invalid(op, name + " " + shape_text(arg) + ": " + bytes.status().message());
+  if (arg.nbytes != *bytes) {
+    return invalid(op, name + " " + std::string(dtype_name(t.dtype)) + shape_text(arg) + " takes " +
+                           std::to_string(*bytes) + " bytes, but nbytes is " + std::to_string(arg.nbytes));
+  }
+  const bool host = is_output ? arg.host_out != nullptr : arg.host_data != nullptr;
+  const bool buffer = arg.buffer != nullptr;
+  if (host && buffer) return invalid(op, name + " sets both host memory and a buffer");
+  if (!host && !buffer && arg.nbytes != 0) return invalid(op, name + " has neither host memory nor a buffer");
+  uint64_t end = 0;
+  if (__builtin_add_overflow(arg.byte_offset, arg.nbytes, &end)) return invalid(op, name + " byte_offset overflows");
+  return t;
+}
+
+/// Reads the instance's single input and single output.
+Status read_io(const std::string& op, const TM_OpInstance& instance, TensorArgument& input, TensorArgument& output) {
+  if (instance.input_count != 1 || instance.output_count != 1) {
+    return invalid(op, "takes 1 input and 1 output, got " + std::to_string(instance.input_count) + " and " +
+                           std::to_string(instance.output_count));
+  }
+  TM_ASSIGN_OR_RETURN(TM_TensorArg in, tensor_arg_at(op, "input", instance.inputs, 0));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg out, tensor_arg_at(op, "output", instance.outputs, 0));
+  TM_ASSIGN_OR_RETURN(input, check_tensor(op, "input", in, false));
+  TM_ASSIGN_OR_RETURN(output, check_tensor(op, "output", out, true));
+  return Status::Ok();
+}
+
+/// The instance's attributes by name; unknown names, duplicates and missing ones are errors.
+Result<std::map<std::string, TM_Attribute>> read_attributes(const std::string& op, const TM_OpInstance& instance,
+                                                            const std::vector<std::string>& expected) {
+  std::map<std::string, TM_Attribute> found;
+  if (instance.attribute_count > 0 && instance.attributes == nullptr) return invalid(op, "attribute array is null");
+  const size_t stride = instance.attribute_count > 0 ? instance.attributes->struct_size : 0;
+  if (instance.attribute_count > 0 && stride < sizeof(size_t)) return invalid(op, "attribute struct_size is too small");
+  for (uint32_t i = 0; i < instance.attribute_count; ++i) {
+    const auto* element =
+        reinterpret_cast<const TM_Attribute*>(reinterpret_cast<const std::byte*>(instance.attributes) + i * stride);
+    const TM_Attribute attr = read_abi_struct(element);
+    if (attr.name == nullptr) return invalid(op, "attribute " + std::to_string(i) + " has no name");
+    const std::string name = attr.name;
+    if (std::find(expected.begin(), expected.end(), name) == expected.end()) {
+      return invalid(op, "unknown attribute '" + name + "'");
+    }
+    if (!found.emplace(name, attr).second) return invalid(op, "attribute '" + name + "' given twice");
+  }
+  for (const auto& name : expected) {
+    if (found.find(name) == found.end()) return invalid(op, "missing attribute '" + name + "'");
+  }
+  return found;
+}
+
+Result<uint64_t> non_negative(const std::string& op, const std::map<std::string, TM_Attribute>& attrs, const char* name) {
+  const int64_t v = attrs.at(name).i;
+  if (v < 0) return invalid(op, std::string("attribute '") + name + "' is negative (" + std::to_string(v) + ")");
+  return static_cast<uint64_t>(v);
+}
+
+Result<TM_OpInstance> read_instance(const TM_OpInstance& op, const char* expected_id) {
+  const TM_OpInstance instance = read_abi_struct(&op);
+  if (instance.op == nullptr || std::string_view(instance.op) != expected_id) {
+    return invalid(expected_id, std::string("instance names operation '") + (instance.op ? instance.op : "(null)") + "'");
+  }
+  return instance;
+}
+
+}  // namespace
+
+std::optional<CoreOp> core_op_from_id(std::string_view id) {
+  if (id == TM_OP_DECODE) return CoreOp::kDecode;
+  if (id == TM_OP_TILE_STATS) return CoreOp::kTileStats;
+  if (id == TM_OP_HISTOGRAM) return CoreOp::kHistogram;
+  return std::nullopt;
+}
+
+Result<DecodeArgs> parse_decode(const TM_OpInstance& op) {
+  const std::string id = TM_OP_DECODE;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_DECODE));
+  DecodeArgs args;
+  TM_RETURN_IF_ERROR(read_io(id, instance, args.input, args.output));
+  TM_RETURN_IF_ERROR(read_attributes(id, instance, {}).status());
+  if (args.output.dtype != DType::kF32) {
+    return invalid(id, "output dtype is " + std::string(dtype_name(args.output.dtype)) + ", not F32");
+  }
+  if (args.output.elems != args.input.elems) {
+    return invalid(id, "output holds " + std::to_string(args.output.elems) + " elements, the input " +
+                           std::to_string(args.input.elems));
+  }
+  return args;
+}
+
+Result<TileStatsArgs> parse_tile_stats(const TM_OpInstance& op) {
+  const std::string id = TM_OP_TILE_STATS;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_TILE_STATS));
+  TileStatsArgs args;
+  TM_RETURN_IF_ERROR(read_io(id, instance, args.input, args.output));
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {kAttrRowBegin, kAttrRowEnd, kAttrColBegin,
+                                                                 kAttrColEnd, kAttrTile}));
+  if (args.input.arg.rank != 2) {
+    return invalid(id, "input has rank " + std::to_string(args.input.arg.rank) + ", not 2");
+  }
+  args.rows = args.input.arg.shape[0];
+  args.cols = args.input.arg.shape[1];
+  TM_ASSIGN_OR_RETURN(args.range.row_begin, non_negative(id, attrs, kAttrRowBegin));
+  TM_ASSIGN_OR_RETURN(args.range.row_end, non_negative(id, attrs, kAttrRowEnd));
+  TM_ASSIGN_OR_RETURN(args.range.col_begin, non_negative(id, attrs, kAttrColBegin));
+  TM_ASSIGN_OR_RETURN(args.range.col_end, non_negative(id, attrs, kAttrColEnd));
+  TM_ASSIGN_OR_RETURN(const uint64_t tile, non_negative(id, attrs, kAttrTile));
+  args.tile = tile > kMaxTile ? 0 : static_cast<uint32_t>(tile);
+  if (tile > kMaxTile) return invalid(id, "tile " + std::to_string(tile) + " is larger than " + std::to_string(kMaxTile));
+  TM_RETURN_IF_ERROR(check_tile_stats_view(args.input.dtype, args.rows, args.cols, args.range, args.tile));
+  const TileGrid grid = tile_grid(args.range, args.tile);
+  args.grid = grid;
+  if (args.output.dtype != DType::kU8 || args.output.arg.rank != 1) {
+    return invalid(id, "output must be U8 of rank 1 (raw TM_TileStats records), got " +
+                           std::string(dtype_name(args.output.dtype)) + shape_text(args.output.arg));
+  }
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(grid.count(), uint64_t{sizeof(TM_TileStats)}, &expected) ||
+      args.output.elems != expected) {
+    return invalid(id, "the view's " + std::to_string(grid.rows) + " x " + std::to_string(grid.cols) +
+                           " tiles need an output of " + std::to_string(grid.count()) + " * " +
+                           std::to_string(sizeof(TM_TileStats)) + " bytes, got " + std::to_string(args.output.elems));
+  }
+  return args;
+}
+
+Result<HistogramArgs> parse_histogram(const TM_OpInstance& op) {
+  const std::string id = TM_OP_HISTOGRAM;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_HISTOGRAM));
+  HistogramArgs args;
+  TM_RETURN_IF_ERROR(read_io(id, instance, args.input, args.output));
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {kAttrLo, kAttrHi, kAttrBins}));
+  args.lo = attrs.at(kAttrLo).f;
+  args.hi = attrs.at(kAttrHi).f;
+  TM_ASSIGN_OR_RETURN(args.bins, non_negative(id, attrs, kAttrBins));
+  if (args.output.dtype != DType::kU64 || args.output.arg.rank != 1) {
+    return invalid(id, "output must be U64 of rank 1, got " + std::string(dtype_name(args.output.dtype)) +
+                           shape_text(args.output.arg));
+  }
+  TM_RETURN_IF_ERROR(check_histogram_params(args.lo, args.hi, args.bins, args.output.elems));
+  return args;
+}
+
+Status check_exactness_floor(TM_Exactness achieved, double achieved_bound, const TM_ExecutionPolicy& policy) {
+  const int floor = static_cast<int>(policy.exactness_floor);
+  if (floor < TM_EXACT_BITWISE || floor > TM_EXACT_APPROXIMATE) {
+    return Status::InvalidArgument("unknown exactness floor " + std::to_string(floor));
+  }
+  if (static_cast<int>(achieved) > floor) {
+    return Status::Unimplemented("this backend's result would be weaker than the exactness floor");
+  }
+  if (achieved == TM_EXACT_BOUNDED && policy.exactness_floor == TM_EXACT_BOUNDED &&
+      achieved_bound > policy.max_error_bound) {
+    return Status::Unimplemented("this backend's error bound " + std::to_string(achieved_bound) +
+                                 " exceeds the policy's " + std::to_string(policy.max_error_bound));
+  }
+  return Status::Ok();
+}
+
+}  // namespace tensormorph::ops

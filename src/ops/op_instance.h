@@ -1,0 +1,88 @@
+// Reading and validating TM_OpInstance arguments of the core operations, shared by backends so
+// that every backend refuses exactly the same malformed instances with the same messages.
+// Readers honour struct_size: they never read past it and take later fields as zero.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "ops/reference.h"
+#include "tensormorph/c/plugin.h"
+#include "tensormorph/dtype.h"
+#include "tensormorph/status.h"
+
+namespace tensormorph::ops {
+
+/// The core operations.
+enum class CoreOp { kDecode, kTileStats, kHistogram };
+
+/// The core operation named `id` ("tm.tile_stats@1"), or nullopt.
+std::optional<CoreOp> core_op_from_id(std::string_view id);
+
+/// A copy of `*source` that reads at most `source->struct_size` bytes (the rest zero) and
+/// reports sizeof(T) as its struct_size.
+template <typename T>
+T read_abi_struct(const T* source) {
+  T value{};
+  std::memcpy(&value, source, std::min(source->struct_size, sizeof(T)));
+  value.struct_size = sizeof(T);
+  return value;
+}
+
+/// Copies `value` into `*dest` without writing past `dest->struct_size`, keeping that size.
+template <typename T>
+void write_abi_struct(const T& value, T* dest) {
+  const size_t size = dest->struct_size;
+  std::memcpy(static_cast<void*>(dest), &value, std::min(size, sizeof(T)));
+  dest->struct_size = size;
+}
+
+/// One validated tensor argument.
+struct TensorArgument {
+  TM_TensorArg arg{};   ///< the argument as read (struct_size normalised)
+  DType dtype = DType::kF32;
+  uint64_t elems = 0;   ///< product of the shape
+};
+
+/// tm.decode@1's validated arguments.
+struct DecodeArgs {
+  TensorArgument input;
+  TensorArgument output;  ///< F32, same element count
+};
+
+/// tm.tile_stats@1's validated arguments.
+struct TileStatsArgs {
+  TensorArgument input;   ///< rank 2
+  TensorArgument output;  ///< U8[tiles * sizeof(TM_TileStats)]
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  ViewRange range;
+  uint32_t tile = 0;
+  TileGrid grid;
+};
+
+/// tm.histogram@1's validated arguments.
+struct HistogramArgs {
+  TensorArgument input;
+  TensorArgument output;  ///< U64[bins + 3]
+  double lo = 0;
+  double hi = 0;
+  uint64_t bins = 0;
+};
+
+/// Checks the instance's operation, argument counts, dtypes, shapes, nbytes, data pointers and
+/// attributes for tm.decode@1; INVALID_ARGUMENT naming what is wrong.
+Result<DecodeArgs> parse_decode(const TM_OpInstance& op);
+/// Same for tm.tile_stats@1 (including the tile size and that the view lies in the matrix).
+Result<TileStatsArgs> parse_tile_stats(const TM_OpInstance& op);
+/// Same for tm.histogram@1 (including lo < hi finite and bins >= 1).
+Result<HistogramArgs> parse_histogram(const TM_OpInstance& op);
+
+/// OK when a result of `achieved` exactness (with relative `achieved_bound` when BOUNDED) meets
+/// `policy`'s floor; UNIMPLEMENTED when it is weaker; INVALID_ARGUMENT for an unknown floor.
+Status check_exactness_floor(TM_Exactness achieved, double achieved_bound, const TM_ExecutionPolicy& policy);
+
+}  // namespace tensormorph::ops

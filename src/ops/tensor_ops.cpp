@@ -1,0 +1,156 @@
+#include "ops/tensor_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "core/dtype_abi.h"
+#include "ops/matrix_shape.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::ops {
+namespace {
+
+// Bands keep one operation's input under this many bytes, so progress and residency are granular.
+constexpr uint64_t kBandBytes = 256ull << 20;
+
+// A tensor's stored bytes as one contiguous row-major run: the mapped bytes when the tensor is
+// contiguous, else a gathered copy (a strided PyTorch view; element bytes are moved, not decoded).
+struct ContiguousBytes {
+  std::span<const std::byte> bytes;
+  std::vector<std::byte> owned;
+};
+
+Result<ContiguousBytes> contiguous_bytes(const Checkpoint& checkpoint, const TensorInfo& tensor) {
+  ContiguousBytes out;
+  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
+  auto where = [&] {
+    return checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "' at offset " +
+           std::to_string(tensor.offset);
+  };
+  if (tensor.contiguous()) {
+    if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
+    out.bytes = stored.first(need);
+    return out;
+  }
+  const DTypeInfo& info = dtype_info(tensor.dtype);
+  if (info.block_elems != 1) return Status::Unsupported(where() + ": strided view of a block type");
+  const uint64_t size = info.block_bytes, count = tensor.elements(), storage = stored.size() / size;
+  out.owned.resize(need);
+  std::vector<uint64_t> index(tensor.shape.size(), 0);
+  for (uint64_t i = 0; i < count; ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < index.size(); ++d) at += static_cast<int64_t>(index[d]) * tensor.strides[d];
+    if (at < 0 || static_cast<uint64_t>(at) >= storage) {
+      return Status::FormatError(where() + ": strided view reaches outside its storage");
+    }
+    std::memcpy(out.owned.data() + i * size, stored.data() + static_cast<uint64_t>(at) * size, size);
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < tensor.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  out.bytes = out.owned;
+  return out;
+}
+
+// Runs one request; an operation that needs consent is reported as an error naming the ladder
+// (these callers never pass consent: tile statistics, decoding and histograms are always exact on
+// a backend that follows the contract, unless constraints exclude every such backend).
+Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& request, Records* records) {
+  TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(request));
+  if (!placement.executed) {
+    std::string rungs;
+    for (const auto& r : placement.ladder) rungs += "\n  rung '" + r.id + "' on " + r.backend + ": " + r.computes + " (" + r.error_bound + ")";
+    return Status::Unimplemented(placement.needs_consent_reason + "; approximate rungs need consent:" + rungs);
+  }
+  if (records) records->push_back(std::move(placement.record));
+  return Status::Ok();
+}
+
+uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
+  uint64_t rows = std::max<uint64_t>(1, kBandBytes / std::max<uint64_t>(row_bytes, 1));
+  if (rows >= align) rows -= rows % align;
+  return std::max<uint64_t>(rows, align);
+}
+
+}  // namespace
+
+uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band) {
+  uint64_t h = std::hash<std::string>{}(checkpoint.files()[tensor.file].path.string());
+  h ^= (tensor.offset + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
+  h ^= (tensor.nbytes + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
+  h ^= (band + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
+  return h == 0 ? 1 : h;
+}
+
+Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                       const TensorInfo& tensor, uint32_t tile, Records* records) {
+  const MatrixShape m = as_matrix(tensor);
+  PyramidLevel level;
+  level.grid = tile_grid({0, m.rows, 0, m.cols}, tile);
+  level.tiles.assign(level.grid.count(), empty_tile_stats());
+  if (tensor.elements() == 0) return level;
+  if (!dtype_decodable(tensor.dtype)) {
+    return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "': " +
+                               std::string(dtype_not_decodable_reason(tensor.dtype)));
+  }
+  TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+  TM_ASSIGN_OR_RETURN(uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+  const uint64_t band_rows = rows_per_band(row_bytes, tile);
+  for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
+    const uint64_t rows = std::min(band_rows, m.rows - r0);
+    const TileGrid grid = tile_grid({0, rows, 0, m.cols}, tile);
+    std::vector<TM_TileStats> out(grid.count());
+    compute::OpRequest req;
+    req.op = TM_OP_TILE_STATS;
+    req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
+                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
+    req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
+    req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
+                      {"col_end", static_cast<int64_t>(m.cols), 0}, {"tile", tile, 0}};
+    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+    const uint64_t first_tile_row = r0 / tile;
+    std::copy(out.begin(), out.end(), level.tiles.begin() + static_cast<std::ptrdiff_t>(first_tile_row * level.grid.cols));
+  }
+  return level;
+}
+
+Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                         const TensorInfo& tensor, Records* records) {
+  std::vector<float> values(tensor.elements());
+  if (values.empty()) return values;
+  TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+  const MatrixShape m = as_matrix(tensor);
+  TM_ASSIGN_OR_RETURN(uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+  const uint64_t band_rows = rows_per_band(row_bytes, 1);
+  for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
+    const uint64_t rows = std::min(band_rows, m.rows - r0);
+    compute::OpRequest req;
+    req.op = TM_OP_DECODE;
+    req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
+                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
+    req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
+                           std::as_writable_bytes(std::span(values).subspan(r0 * m.cols, rows * m.cols))});
+    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+  }
+  return values;
+}
+
+Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                               const TensorInfo& tensor, double lo, double hi, uint64_t bins,
+                                               Records* records) {
+  std::vector<uint64_t> counts(bins + 3, 0);
+  TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+  compute::OpRequest req;
+  req.op = TM_OP_HISTOGRAM;
+  req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
+  req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
+  req.attributes = {{"lo", 0, lo}, {"hi", 0, hi}, {"bins", static_cast<int64_t>(bins), 0}};
+  TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+  return counts;
+}
+
+}  // namespace tensormorph::ops

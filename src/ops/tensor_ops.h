@@ -1,0 +1,36 @@
+// Operations on checkpoint tensors, placed by the scheduler: the API the commands and the server use.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compute/scheduler.h"
+#include "ops/pyramid.h"
+#include "tensormorph/checkpoint.h"
+
+namespace tensormorph::ops {
+
+/// Placement records collected by one call (for --explain).
+using Records = std::vector<compute::PlacementRecord>;
+
+/// Default tile size of tile statistics and of the index pyramid.
+inline constexpr uint32_t kDefaultTile = 256;
+
+/// Tile statistics of a whole tensor seen as a matrix (see as_matrix), level 0 of its pyramid.
+/// Large tensors are processed in bands of rows, one scheduled operation per band.
+Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                       const TensorInfo& tensor, uint32_t tile, Records* records = nullptr);
+
+/// The tensor's values decoded to float32 (row-major), through tm.decode@1.
+Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                         const TensorInfo& tensor, Records* records = nullptr);
+
+/// Counts per bin over [lo, hi], then below, above and NaN counts, through tm.histogram@1.
+Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                               const TensorInfo& tensor, double lo, double hi, uint64_t bins,
+                                               Records* records = nullptr);
+
+/// A key identifying a tensor's bytes for residency tracking (stable for the same file and span).
+uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band);
+
+}  // namespace tensormorph::ops
