@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 
+#include "index/index_builder.h"
 #include "ops/compute_session.h"
 #include "ops/tensor_ops.h"
 #include "tensormorph/checkpoint.h"
@@ -25,6 +26,8 @@ struct Command {
 
 /// `tensormorph info PATH [--json]`.
 Command add_info_command(CLI::App& app);
+/// `tensormorph index PATH [--tile N] [--threads N]`.
+Command add_index_command(CLI::App& app);
 /// `tensormorph stats PATH [--tensor GLOB...] [--json|--csv] [--sort KEY]`.
 Command add_stats_command(CLI::App& app);
 /// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
@@ -56,6 +59,23 @@ void print_placements(std::ostream& out, const ops::Records& records);
 
 /// Placement records as a JSON array.
 nlohmann::ordered_json placements_json(const ops::Records& records);
+
+/// What ensure_index needs.
+struct IndexRequest {
+  uint32_t tile = ops::kDefaultTile;
+  uint32_t threads = 0;
+  std::string index_path;           ///< "" = default location
+  ops::Records* records = nullptr;  ///< receives placement records
+};
+
+/// A checkpoint's index, brought up to date.
+struct IndexedCheckpoint {
+  index::IndexContents contents;
+  index::IndexReport report;
+};
+
+/// Builds or refreshes the index with a progress display (Ctrl-C saves what is done).
+Result<IndexedCheckpoint> ensure_index(ops::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request);
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tensormorph 0.1.0");
   const std::vector<Command> commands = {
       add_info_command(app),
+      add_index_command(app),
       add_stats_command(app),
       add_export_command(app),
       add_backends_command(app),

@@ -22,6 +22,7 @@ struct Options {
   bool csv = false;
   std::string sort = "file";
   uint32_t tile = ops::kDefaultTile;
+  uint32_t threads = 0;
   ComputeOptions compute;
 };
 
@@ -33,21 +34,22 @@ struct TensorStats {
   double min = 0, max = 0, absmax = 0, mean = 0, std = 0;
 };
 
-TensorStats compute(compute::Scheduler& scheduler, const Checkpoint& ckpt, const TensorInfo& t, uint32_t tile,
-                    ops::Records* records) {
+TensorStats from_index(const TensorInfo& t, const IndexedCheckpoint& indexed) {
   TensorStats s;
   s.tensor = &t;
   s.count = t.elements();
-  if (!dtype_decodable(t.dtype)) {
-    s.error = std::string(dtype_not_decodable_reason(t.dtype));
+  const index::TensorPyramid* pyramid = nullptr;
+  for (const auto& p : indexed.contents.tensors) {
+    if (p.name == t.name) pyramid = &p;
+  }
+  if (pyramid == nullptr) {
+    s.error = dtype_decodable(t.dtype) ? "not indexed" : std::string(dtype_not_decodable_reason(t.dtype));
+    for (const auto& why : indexed.report.skipped) {
+      if (why.rfind(t.name + ": ", 0) == 0) s.error = why.substr(t.name.size() + 2);
+    }
     return s;
   }
-  auto level0 = ops::tensor_tile_stats(scheduler, ckpt, t, tile, records);
-  if (!level0.ok()) {
-    s.error = level0.status().message();
-    return s;
-  }
-  const ops::TensorSummary sum = ops::summarize(ops::build_pyramid(std::move(level0).value()).back().tiles[0]);
+  const ops::TensorSummary sum = ops::summarize(pyramid->levels.back().tiles[0]);
   s.nan = sum.nan;
   s.pos_inf = sum.pos_inf;
   s.neg_inf = sum.neg_inf;
@@ -147,7 +149,7 @@ void print_csv(const std::vector<TensorStats>& rows) {
 
 Command add_stats_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("stats", "Exact per-tensor statistics (count, mean, std, min, max, NaN/Inf, zeros)");
+  CLI::App* sub = app.add_subcommand("stats", "Exact per-tensor statistics from the index (built on demand)");
   sub->add_option("path", opt->path, "Checkpoint file, index JSON, or directory")->required();
   sub->add_option("--tensor", opt->globs, "Only tensors whose names match these shell globs");
   auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.stats/1)");
@@ -155,8 +157,9 @@ Command add_stats_command(CLI::App& app) {
   sub->add_option("--sort", opt->sort, "Sort by: file, name, absmax, std, mean, min, max, nan, inf, sparsity, count")
       ->check(CLI::IsMember({"file", "name", "absmax", "std", "mean", "min", "max", "nan", "inf", "zeros",
                              "sparsity", "count", "params"}));
-  sub->add_option("--tile", opt->tile, "Tile size of the statistics (a power of two, 8..4096)")
+  sub->add_option("--tile", opt->tile, "Tile size of the index it reads or builds (a power of two, 8..4096)")
       ->check(CLI::Range(8u, 4096u));
+  sub->add_option("--threads", opt->threads, "Threads when the index must be built (default: all cores)");
   add_compute_options(sub, opt->compute);
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
@@ -164,9 +167,14 @@ Command add_stats_command(CLI::App& app) {
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
             ops::Records records;
+            auto indexed = ensure_index(*session, *ckpt, {opt->tile, opt->threads, "", &records});
+            if (!indexed.ok()) {
+              print_error(indexed.status().message());
+              return static_cast<int>(kExitUserError);
+            }
             std::vector<TensorStats> rows;
             for (const TensorInfo& t : ckpt->tensors()) {
-              if (selected(t, opt->globs)) rows.push_back(compute(session->scheduler(), *ckpt, t, opt->tile, &records));
+              if (selected(t, opt->globs)) rows.push_back(from_index(t, *indexed));
             }
             if (rows.empty() && !opt->globs.empty()) {
               print_error(ckpt->path().string() + ": no tensor matches the given --tensor patterns");

@@ -55,6 +55,13 @@ void add_devices(const TM_PluginApi* api, BackendOrigin origin, void* library, B
 
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured) {
   std::vector<std::filesystem::path> dirs(configured.begin(), configured.end());
+  // Modules built with Tensormorph itself sit in plugins/ next to the executable.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = exe.parent_path() / "plugins";
+    if (std::filesystem::is_directory(beside, ec)) dirs.push_back(beside);
+  }
   if (const char* env = std::getenv(kPluginPathEnv)) {
     std::string value = env;
     size_t start = 0;

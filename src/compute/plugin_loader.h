@@ -29,7 +29,8 @@ struct BackendSet {
 /// Environment variable holding extra plugin directories (colon-separated).
 inline constexpr const char* kPluginPathEnv = "TENSORMORPH_PLUGIN_PATH";
 
-/// The plugin search path: `configured` (settings) then the environment variable.
+/// The plugin search path: `configured` (settings), then `plugins/` beside the executable (modules
+/// built with Tensormorph), then the environment variable.
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured);
 
 /// Loads the built-in backends (their entry points), then every `*.so` found in `search_path`

@@ -237,6 +237,7 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
   TM_ExecutionPolicy policy{};
   policy.struct_size = sizeof policy;
   policy.exactness_floor = floor;
+  policy.max_threads = request.max_threads;
   {
     std::lock_guard lock(options_mutex_);
     policy.memory_budget_bytes = options_.memory_budget_bytes;

@@ -48,6 +48,7 @@ struct OpRequest {
   std::vector<AttributeValue> attributes;
   TM_Exactness exactness_floor = TM_EXACT_BITWISE;  ///< the weakest result acceptable without consent
   std::string consent;  ///< id of a ladder rung the caller consents to ("" = none)
+  uint32_t max_threads = 0;  ///< passed to the backend's execution policy (0: it decides)
 };
 
 /// One rung of the exactness ladder offered for consent.

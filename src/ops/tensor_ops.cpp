@@ -86,7 +86,8 @@ uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, u
 }
 
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
-                                       const TensorInfo& tensor, uint32_t tile, Records* records) {
+                                       const TensorInfo& tensor, uint32_t tile, Records* records,
+                                       uint32_t max_threads, const BandDone& band_done) {
   const MatrixShape m = as_matrix(tensor);
   PyramidLevel level;
   level.grid = tile_grid({0, m.rows, 0, m.cols}, tile);
@@ -108,11 +109,13 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
                           data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
+    req.max_threads = max_threads;
     req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
                       {"col_end", static_cast<int64_t>(m.cols), 0}, {"tile", tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
     const uint64_t first_tile_row = r0 / tile;
     std::copy(out.begin(), out.end(), level.tiles.begin() + static_cast<std::ptrdiff_t>(first_tile_row * level.grid.cols));
+    if (band_done) band_done(rows * row_bytes);
   }
   return level;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/scheduler.h"
@@ -16,10 +17,14 @@ using Records = std::vector<compute::PlacementRecord>;
 /// Default tile size of tile statistics and of the index pyramid.
 inline constexpr uint32_t kDefaultTile = 256;
 
+/// Called after each band of tile statistics with the stored bytes it covered.
+using BandDone = std::function<void(uint64_t bytes)>;
+
 /// Tile statistics of a whole tensor seen as a matrix (see as_matrix), level 0 of its pyramid.
 /// Large tensors are processed in bands of rows, one scheduled operation per band.
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
-                                       const TensorInfo& tensor, uint32_t tile, Records* records = nullptr);
+                                       const TensorInfo& tensor, uint32_t tile, Records* records = nullptr,
+                                       uint32_t max_threads = 0, const BandDone& band_done = {});
 
 /// The tensor's values decoded to float32 (row-major), through tm.decode@1.
 Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,

@@ -1,0 +1,47 @@
+#include "cli/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/format_util.h"
+
+namespace tensormorph::cli {
+
+ProgressDisplay::ProgressDisplay(std::string label)
+    : label_(std::move(label)), terminal_(::isatty(STDERR_FILENO) == 1), last_() {}
+
+void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const std::string& current, double seconds) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto interval = terminal_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2000);
+  const bool complete = bytes_total > 0 && bytes_done >= bytes_total;
+  if (drawn_ && now - last_ < interval && !complete) return;
+  last_ = now;
+  const double fraction = bytes_total ? static_cast<double>(bytes_done) / static_cast<double>(bytes_total) : 1.0;
+  const double gbps = seconds > 0 ? static_cast<double>(bytes_done) / seconds / 1e9 : 0.0;
+  const double eta = gbps > 0 ? static_cast<double>(bytes_total - bytes_done) / (gbps * 1e9) : 0.0;
+  char line[512];
+  if (terminal_) {
+    constexpr int kWidth = 28;
+    std::string bar(static_cast<size_t>(fraction * kWidth), '#');
+    bar.resize(kWidth, '.');
+    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %s / %s  %.2f GB/s  ETA %.0fs  %-40.40s", label_.c_str(),
+                  bar.c_str(), 100 * fraction, human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps,
+                  eta, current.c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%s: %.1f%%  %s / %s  %.2f GB/s  ETA %.0fs  %s\n", label_.c_str(), 100 * fraction,
+                  human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps, eta, current.c_str());
+  }
+  if (!terminal_ && line == last_line_) return;
+  last_line_ = line;
+  std::fputs(line, stderr);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void ProgressDisplay::finish() {
+  if (terminal_ && drawn_) std::fputs("\n", stderr);
+  drawn_ = false;
+}
+
+}  // namespace tensormorph::cli

@@ -1,0 +1,28 @@
+// Progress display for long commands: a redrawn bar on a terminal, plain lines otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tensormorph::cli {
+
+/// Shows bytes done, throughput and ETA on stderr.
+class ProgressDisplay {
+ public:
+  /// `label` prefixes every line ("indexing").
+  explicit ProgressDisplay(std::string label);
+  /// Reports progress; redraws at most every 100 ms (terminal) or 2 s (plain lines).
+  void update(uint64_t bytes_done, uint64_t bytes_total, const std::string& current, double seconds);
+  /// Ends the display (final redraw and newline on a terminal).
+  void finish();
+
+ private:
+  std::string label_;
+  bool terminal_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point last_;
+  std::string last_line_;
+};
+
+}  // namespace tensormorph::cli

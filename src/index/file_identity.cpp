@@ -1,0 +1,40 @@
+#include "index/file_identity.h"
+
+#include <sys/stat.h>
+
+#include <xxhash.h>
+
+#include "tensormorph/mapped_file.h"
+
+namespace tensormorph::index {
+
+namespace {
+constexpr uint64_t kHeadBytes = 1 << 20;
+constexpr uint64_t kTailBytes = 64 << 10;
+}  // namespace
+
+Result<FileIdentity> identify_file(const std::filesystem::path& file, const std::filesystem::path& index_dir) {
+  FileIdentity id;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return Status::IoError(file.string() + ": cannot stat");
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  const uint64_t head = std::min(id.size, kHeadBytes);
+  const uint64_t tail_start = id.size > kTailBytes ? std::max(head, id.size - kTailBytes) : head;
+  TM_ASSIGN_OR_RETURN(std::string bytes, read_file_range(file, 0, head));
+  TM_ASSIGN_OR_RETURN(std::string tail, read_file_range(file, tail_start, id.size - tail_start));
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  XXH64_update(state, bytes.data(), bytes.size());
+  XXH64_update(state, tail.data(), tail.size());
+  id.header_hash = XXH64_digest(state);
+  XXH64_freeState(state);
+  std::error_code ec;
+  auto absolute_file = std::filesystem::absolute(file, ec).lexically_normal();
+  auto absolute_dir = std::filesystem::absolute(index_dir, ec).lexically_normal();
+  auto relative = absolute_file.lexically_relative(absolute_dir);
+  id.path = (!relative.empty() && relative.native().rfind("..", 0) != 0) ? relative.string() : absolute_file.string();
+  return id;
+}
+
+}  // namespace tensormorph::index

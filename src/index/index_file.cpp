@@ -1,0 +1,133 @@
+#include "index/index_file.h"
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors/safetensors.h"
+
+namespace tensormorph::index {
+namespace {
+
+constexpr const char* kMetadataKey = "tensormorph.index";
+
+std::string level_name(const std::string& tensor, size_t level) { return tensor + "/L" + std::to_string(level); }
+
+std::vector<double> pack(const ops::PyramidLevel& level) {
+  std::vector<double> out;
+  out.reserve(level.tiles.size() * kFieldsPerTile);
+  for (const TM_TileStats& t : level.tiles) {
+    const double fields[kFieldsPerTile] = {static_cast<double>(t.count), static_cast<double>(t.nan),
+                                           static_cast<double>(t.pos_inf), static_cast<double>(t.neg_inf),
+                                           static_cast<double>(t.zeros), t.sum, t.sum_sq, t.min, t.max, t.absmax};
+    out.insert(out.end(), std::begin(fields), std::end(fields));
+  }
+  return out;
+}
+
+TM_TileStats unpack(const double* f) {
+  TM_TileStats t{};
+  t.count = static_cast<uint64_t>(f[0]);
+  t.nan = static_cast<uint64_t>(f[1]);
+  t.pos_inf = static_cast<uint64_t>(f[2]);
+  t.neg_inf = static_cast<uint64_t>(f[3]);
+  t.zeros = static_cast<uint64_t>(f[4]);
+  t.sum = f[5];
+  t.sum_sq = f[6];
+  t.min = static_cast<float>(f[7]);
+  t.max = static_cast<float>(f[8]);
+  t.absmax = static_cast<float>(f[9]);
+  return t;
+}
+
+}  // namespace
+
+Status write_index(const std::filesystem::path& path, const IndexContents& contents) {
+  nlohmann::ordered_json meta;
+  meta["version"] = kIndexFormatVersion;
+  meta["tile"] = contents.tile;
+  meta["files"] = nlohmann::ordered_json::array();
+  for (const FileIdentity& f : contents.files) {
+    meta["files"].push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns},
+                             {"header_xxh64", f.header_hash}});
+  }
+  meta["tensors"] = nlohmann::ordered_json::array();
+  std::vector<std::vector<double>> buffers;
+  std::vector<safetensors::TensorToWrite> tensors;
+  for (const TensorPyramid& t : contents.tensors) {
+    meta["tensors"].push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
+                               {"rows", t.rows}, {"cols", t.cols}, {"file", t.file}, {"levels", t.levels.size()}});
+    for (const auto& level : t.levels) buffers.push_back(pack(level));
+  }
+  size_t next = 0;
+  for (const TensorPyramid& t : contents.tensors) {
+    for (size_t k = 0; k < t.levels.size(); ++k, ++next) {
+      tensors.push_back({level_name(t.name, k), DType::kF64,
+                         {t.levels[k].grid.rows, t.levels[k].grid.cols, kFieldsPerTile},
+                         std::as_bytes(std::span(buffers[next]))});
+    }
+  }
+  const std::pair<std::string, std::string> metadata[] = {{kMetadataKey, meta.dump()}};
+  return safetensors::write_file(path, tensors, metadata);
+}
+
+Result<IndexContents> read_index(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::NotFound(path.string() + ": no index");
+  TM_ASSIGN_OR_RETURN(auto file, safetensors::open_file(path));
+  const MetadataEntry* entry = nullptr;
+  for (const auto& m : file->metadata()) {
+    if (m.key == kMetadataKey) entry = &m;
+  }
+  if (entry == nullptr || !entry->value.is_string()) {
+    return Status::FormatError(path.string() + ": not a Tensormorph index (no " + kMetadataKey + " metadata)");
+  }
+  IndexContents contents;
+  try {
+    auto meta = nlohmann::json::parse(entry->value.get<std::string>());
+    if (meta.at("version").get<int>() != kIndexFormatVersion) {
+      return Status::FormatError(path.string() + ": index format version " + meta.at("version").dump() +
+                                 " (this build reads " + std::to_string(kIndexFormatVersion) + ")");
+    }
+    contents.tile = meta.at("tile").get<uint32_t>();
+    for (const auto& f : meta.at("files")) {
+      contents.files.push_back({f.at("path").get<std::string>(), f.at("size").get<uint64_t>(),
+                                f.at("mtime_ns").get<int64_t>(), f.at("header_xxh64").get<uint64_t>()});
+    }
+    for (const auto& t : meta.at("tensors")) {
+      TensorPyramid p;
+      p.name = t.at("name").get<std::string>();
+      auto dtype = dtype_from_name(t.at("dtype").get<std::string>());
+      if (!dtype) return Status::FormatError(path.string() + ": tensor '" + p.name + "' has an unknown dtype");
+      p.dtype = *dtype;
+      p.shape = t.at("shape").get<std::vector<uint64_t>>();
+      p.rows = t.at("rows").get<uint64_t>();
+      p.cols = t.at("cols").get<uint64_t>();
+      p.file = t.at("file").get<uint32_t>();
+      if (p.file >= contents.files.size()) return Status::FormatError(path.string() + ": tensor '" + p.name + "' names a missing file");
+      const size_t levels = t.at("levels").get<size_t>();
+      for (size_t k = 0; k < levels; ++k) {
+        const TensorInfo* stored = file->find(level_name(p.name, k));
+        if (stored == nullptr || stored->dtype != DType::kF64 || stored->shape.size() != 3 ||
+            stored->shape[2] != kFieldsPerTile) {
+          return Status::FormatError(path.string() + ": level " + std::to_string(k) + " of '" + p.name +
+                                     "' is missing or malformed");
+        }
+        TM_ASSIGN_OR_RETURN(auto bytes, file->tensor_bytes(*stored));
+        ops::PyramidLevel level;
+        level.grid = {stored->shape[0], stored->shape[1]};
+        level.tiles.resize(level.grid.count());
+        std::vector<double> fields(level.grid.count() * kFieldsPerTile);
+        std::memcpy(fields.data(), bytes.data(), std::min<size_t>(bytes.size(), fields.size() * sizeof(double)));
+        for (size_t i = 0; i < level.tiles.size(); ++i) level.tiles[i] = unpack(&fields[i * kFieldsPerTile]);
+        p.levels.push_back(std::move(level));
+      }
+      contents.tensors.push_back(std::move(p));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::FormatError(path.string() + ": malformed index metadata: " + e.what());
+  }
+  return contents;
+}
+
+}  // namespace tensormorph::index

@@ -1,0 +1,48 @@
+// The index sidecar: a valid safetensors file holding every tensor's pyramid of tile statistics.
+//
+// Layout: for tensor T and level k, a tensor named "T/L<k>" of dtype F64 and shape
+// [tile_rows, tile_cols, 10], the last axis holding count, nan, pos_inf, neg_inf, zeros, sum,
+// sum_sq, min, max, absmax. `__metadata__` holds "tensormorph.index" = a JSON document with the
+// format version, the tile size, the identity of every source file and, per tensor, its dtype,
+// shape, matrix shape and source file. Any safetensors reader can open it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "index/file_identity.h"
+#include "ops/pyramid.h"
+#include "tensormorph/dtype.h"
+
+namespace tensormorph::index {
+
+/// Version of the layout above; readers refuse other versions (the index is then rebuilt).
+inline constexpr int kIndexFormatVersion = 1;
+/// Fields per tile in the stored F64 tensors.
+inline constexpr uint64_t kFieldsPerTile = 10;
+
+/// One tensor's pyramid.
+struct TensorPyramid {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;
+  uint64_t rows = 0, cols = 0;      ///< the matrix view (ops::as_matrix)
+  uint32_t file = 0;                ///< index into IndexContents::files
+  std::vector<ops::PyramidLevel> levels;  ///< level 0 (tiles) first, up to one tile
+};
+
+/// Everything an index file holds.
+struct IndexContents {
+  uint32_t tile = 256;
+  std::vector<FileIdentity> files;
+  std::vector<TensorPyramid> tensors;  ///< complete tensors only, in checkpoint order
+};
+
+/// Writes `contents` atomically (temporary file + rename) as a safetensors file.
+Status write_index(const std::filesystem::path& path, const IndexContents& contents);
+
+/// Reads an index file; a missing file is NOT_FOUND, a damaged or foreign one FORMAT_ERROR.
+Result<IndexContents> read_index(const std::filesystem::path& path);
+
+}  // namespace tensormorph::index
