@@ -10,4 +10,6 @@ demo_dir="${TENSORMORPH_DEMO_DIR:-build/demo}"
 echo
 "$tm" info "$demo_dir"
 echo
+"$tm" index "$demo_dir"
+echo
 "$tm" stats "$demo_dir" --sort absmax

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== release build (warnings are errors)"
-scripts/build.sh release -j"$jobs"
+echo "== release build of the binary and modules (warnings are errors)"
+scripts/build.sh release -j"$jobs" tensormorph
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 scripts/build.sh asan -j"$jobs"

@@ -253,7 +253,7 @@ TEST(GgufNegativeTest, TruncatedMetadataIsRejected) {
   auto result = gguf::open_file(path);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kFormatError);
-  const std::string& message = result.status().message();
+  const std::string message = result.status().message();
   EXPECT_NE(message.find(path.string()), std::string::npos) << message;
   EXPECT_NE(message.find("header byte"), std::string::npos) << message;
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
@@ -263,7 +263,7 @@ TEST(GgufNegativeTest, WrappingOffsetIsRejected) {
   auto result = gguf::open_file(negative_file("gridcore_hdr-wrap-first-offset.gguf"));
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kFormatError);
-  const std::string& message = result.status().message();
+  const std::string message = result.status().message();
   EXPECT_NE(message.find("token_embd.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("wraps around"), std::string::npos) << message;
 }
@@ -274,7 +274,7 @@ TEST(GgufNegativeTest, ZeroFirstDimIsAnEmptyTensorButTheFileIsCut) {
   auto result = gguf::open_file(negative_file("gridcore_hdr-zero-first-dim.gguf"));
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kFormatError);
-  const std::string& message = result.status().message();
+  const std::string message = result.status().message();
   EXPECT_EQ(message.find("token_embd.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("output_norm.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("end of the file"), std::string::npos) << message;
@@ -434,6 +434,8 @@ TEST(GgufWriterTest, RejectsBadInput) {
   EXPECT_EQ(gguf::write_file(path, out_of_range, {}).code(), StatusCode::kInvalidArgument);
   const std::vector<gguf::KeyValueToWrite> wrong_json = {{"k", "string", 3}};
   EXPECT_EQ(gguf::write_file(path, wrong_json, {}).code(), StatusCode::kInvalidArgument);
+  const std::vector<gguf::KeyValueToWrite> bad_utf8_in_message = {{"k", "u8", "\xFF"}};
+  EXPECT_EQ(gguf::write_file(path, bad_utf8_in_message, {}).code(), StatusCode::kInvalidArgument);
   const std::vector<gguf::KeyValueToWrite> unknown_type = {{"k", "u128", 3}};
   EXPECT_EQ(gguf::write_file(path, unknown_type, {}).code(), StatusCode::kInvalidArgument);
   const std::vector<gguf::KeyValueToWrite> duplicate = {{"k", "u8", 1}, {"k", "u8", 2}};
@@ -560,7 +562,7 @@ TEST_F(GgufBytesTest, DimensionAboveInt64) {
 }
 
 TEST_F(GgufBytesTest, HugeStringLength) {
-  const std::string message = failure(Builder().header(0, 1).u64(1ull << 63).raw("key").bytes());
+  const std::string message = failure(Builder().header(0, 1).u64(1ull << 63).raw("key").zeros(16).bytes());
   EXPECT_NE(message.find("string length 9223372036854775808"), std::string::npos) << message;
   EXPECT_NE(message.find("header byte 24"), std::string::npos) << message;
 }

@@ -50,6 +50,12 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
   if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return Status::IoError(path.string() + ": cannot map: " + errno_text());
+#ifdef MADV_HUGEPAGE
+    // Checkpoints are read in long sequential sweeps: with this hint a page-cache miss reads ahead
+    // in 2 MiB folios, which are then mapped with one fault each (small pages cost a fault per
+    // 64 KiB and a TLB miss per 4 KiB). Purely advisory: failure changes nothing.
+    (void)::madvise(p, size, MADV_HUGEPAGE);
+#endif
     data = p;
   }
   return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
 #include <xxhash.h>
 
 #include "ops/matrix_shape.h"
@@ -19,6 +20,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The index stores names as safetensors tensor names and JSON strings, which must be UTF-8
+// (GGUF does not enforce that for tensor names).
+bool storable_name(const std::string& name) {
+  try {
+    (void)nlohmann::json(name).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
 }
 
 const TensorPyramid* reusable(const IndexContents& old, const TensorInfo& t, const FileIdentity& now) {
@@ -55,6 +67,11 @@ fs::path default_index_path(const Checkpoint& checkpoint) {
 Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                  const IndexOptions& options, IndexContents* out) {
   const auto start = Clock::now();
+  if (options.tile < ops::kMinTile || options.tile > ops::kMaxTile || (options.tile & (options.tile - 1)) != 0) {
+    // Caught here, not per tensor: every tensor would fail, and the index would not be readable.
+    return Status::InvalidArgument("tile size " + std::to_string(options.tile) + " is not a power of two in [" +
+                                   std::to_string(ops::kMinTile) + ", " + std::to_string(ops::kMaxTile) + "]");
+  }
   IndexReport report;
   report.index_path = options.location.empty() ? default_index_path(checkpoint) : options.location;
   std::error_code ec;
@@ -78,7 +95,7 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
   for (size_t i = 0; i < checkpoint.tensors().size(); ++i) {
     const TensorInfo& t = checkpoint.tensors()[i];
     reuse[i] = reusable(old, t, now.files[t.file]);
-    if (reuse[i] == nullptr && dtype_decodable(t.dtype)) {
+    if (reuse[i] == nullptr && dtype_decodable(t.dtype) && storable_name(t.name)) {
       progress.bytes_total += t.nbytes;
       progress.tensors_total += 1;
     }
@@ -110,9 +127,15 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       report.skipped.push_back(t.name + ": " + std::string(dtype_not_decodable_reason(t.dtype)));
       continue;
     }
-    if (options.interrupted && options.interrupted->load()) {
+    if (!storable_name(t.name)) {
+      report.skipped.push_back(t.name + ": the name is not valid UTF-8, so the index cannot store it");
+      continue;
+    }
+    // After an interruption the loop goes on without reading data, so the current entries of
+    // later tensors (e.g. of an unchanged shard) are kept in the snapshot, not dropped.
+    if (report.interrupted || (options.interrupted && options.interrupted->load())) {
       report.interrupted = true;
-      break;
+      continue;
     }
     progress.current = t.name;
     ops::Records records;

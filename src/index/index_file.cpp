@@ -1,10 +1,12 @@
 #include "index/index_file.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors/safetensors.h"
+#include "ops/matrix_shape.h"
 
 namespace tensormorph::index {
 namespace {
@@ -25,20 +27,44 @@ std::vector<double> pack(const ops::PyramidLevel& level) {
   return out;
 }
 
-TM_TileStats unpack(const double* f) {
-  TM_TileStats t{};
-  t.count = static_cast<uint64_t>(f[0]);
-  t.nan = static_cast<uint64_t>(f[1]);
-  t.pos_inf = static_cast<uint64_t>(f[2]);
-  t.neg_inf = static_cast<uint64_t>(f[3]);
-  t.zeros = static_cast<uint64_t>(f[4]);
-  t.sum = f[5];
-  t.sum_sq = f[6];
-  t.min = static_cast<float>(f[7]);
-  t.max = static_cast<float>(f[8]);
-  t.absmax = static_cast<float>(f[9]);
-  return t;
+// Counts are stored as doubles; anything but a whole number in [0, 2^53] marks a damaged file
+// (and converting it to an integer would be undefined).
+bool valid_count(double v) { return v >= 0 && v <= 9007199254740992.0 && v == std::floor(v); }
+
+// False when a stored count is impossible.
+bool unpack(const double* f, TM_TileStats* t) {
+  for (size_t i = 0; i < 5; ++i) {
+    if (!valid_count(f[i])) return false;
+  }
+  *t = TM_TileStats{};
+  t->count = static_cast<uint64_t>(f[0]);
+  t->nan = static_cast<uint64_t>(f[1]);
+  t->pos_inf = static_cast<uint64_t>(f[2]);
+  t->neg_inf = static_cast<uint64_t>(f[3]);
+  t->zeros = static_cast<uint64_t>(f[4]);
+  t->sum = f[5];
+  t->sum_sq = f[6];
+  t->min = static_cast<float>(f[7]);
+  t->max = static_cast<float>(f[8]);
+  t->absmax = static_cast<float>(f[9]);
+  return true;
 }
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+// The grids a pyramid of a rows x cols matrix has (see build_pyramid): tiles of `tile` at level 0,
+// then 2x2 merges up to a single tile. Readers index tiles by position, so an index whose
+// geometry differs is damaged, not merely stale.
+std::vector<ops::TileGrid> expected_grids(uint64_t rows, uint64_t cols, uint32_t tile) {
+  std::vector<ops::TileGrid> grids = {{ceil_div(rows, tile), ceil_div(cols, tile)}};
+  if (grids[0].rows == 0 || grids[0].cols == 0) grids[0] = {1, 1};
+  while (grids.back().rows > 1 || grids.back().cols > 1) {
+    grids.push_back({ceil_div(grids.back().rows, 2), ceil_div(grids.back().cols, 2)});
+  }
+  return grids;
+}
+
+bool valid_tile(uint32_t tile) { return tile >= ops::kMinTile && tile <= ops::kMaxTile && (tile & (tile - 1)) == 0; }
 
 }  // namespace
 
@@ -67,7 +93,13 @@ Status write_index(const std::filesystem::path& path, const IndexContents& conte
                          std::as_bytes(std::span(buffers[next]))});
     }
   }
-  const std::pair<std::string, std::string> metadata[] = {{kMetadataKey, meta.dump()}};
+  std::string text;
+  try {
+    text = meta.dump();
+  } catch (const nlohmann::json::exception& e) {  // a name that is not UTF-8
+    return Status::InvalidArgument(path.string() + ": cannot write the index: " + e.what());
+  }
+  const std::pair<std::string, std::string> metadata[] = {{kMetadataKey, std::move(text)}};
   return safetensors::write_file(path, tensors, metadata);
 }
 
@@ -90,6 +122,10 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
                                  " (this build reads " + std::to_string(kIndexFormatVersion) + ")");
     }
     contents.tile = meta.at("tile").get<uint32_t>();
+    if (!valid_tile(contents.tile)) {
+      return Status::FormatError(path.string() + ": tile size " + std::to_string(contents.tile) +
+                                 " is not a power of two in [8, 4096]");
+    }
     for (const auto& f : meta.at("files")) {
       contents.files.push_back({f.at("path").get<std::string>(), f.at("size").get<uint64_t>(),
                                 f.at("mtime_ns").get<int64_t>(), f.at("header_xxh64").get<uint64_t>()});
@@ -105,11 +141,24 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
       p.cols = t.at("cols").get<uint64_t>();
       p.file = t.at("file").get<uint32_t>();
       if (p.file >= contents.files.size()) return Status::FormatError(path.string() + ": tensor '" + p.name + "' names a missing file");
+      auto damaged = [&](const std::string& why) {
+        return Status::FormatError(path.string() + ": tensor '" + p.name + "': " + why);
+      };
+      TensorInfo described;
+      described.shape = p.shape;
+      if (!checked_element_count(p.shape).ok()) return damaged("its shape overflows");
+      const ops::MatrixShape m = ops::as_matrix(described);
+      if (p.rows != m.rows || p.cols != m.cols) return damaged("its matrix shape disagrees with its shape");
+      const std::vector<ops::TileGrid> grids = expected_grids(p.rows, p.cols, contents.tile);
       const size_t levels = t.at("levels").get<size_t>();
+      if (levels != grids.size()) {
+        return damaged(std::to_string(levels) + " pyramid levels where its shape needs " + std::to_string(grids.size()));
+      }
       for (size_t k = 0; k < levels; ++k) {
         const TensorInfo* stored = file->find(level_name(p.name, k));
         if (stored == nullptr || stored->dtype != DType::kF64 || stored->shape.size() != 3 ||
-            stored->shape[2] != kFieldsPerTile) {
+            stored->shape[2] != kFieldsPerTile || stored->shape[0] != grids[k].rows ||
+            stored->shape[1] != grids[k].cols) {
           return Status::FormatError(path.string() + ": level " + std::to_string(k) + " of '" + p.name +
                                      "' is missing or malformed");
         }
@@ -119,7 +168,11 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
         level.tiles.resize(level.grid.count());
         std::vector<double> fields(level.grid.count() * kFieldsPerTile);
         std::memcpy(fields.data(), bytes.data(), std::min<size_t>(bytes.size(), fields.size() * sizeof(double)));
-        for (size_t i = 0; i < level.tiles.size(); ++i) level.tiles[i] = unpack(&fields[i * kFieldsPerTile]);
+        for (size_t i = 0; i < level.tiles.size(); ++i) {
+          if (!unpack(&fields[i * kFieldsPerTile], &level.tiles[i])) {
+            return damaged("level " + std::to_string(k) + " tile " + std::to_string(i) + " holds an impossible count");
+          }
+        }
         p.levels.push_back(std::move(level));
       }
       contents.tensors.push_back(std::move(p));

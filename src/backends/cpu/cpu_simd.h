@@ -7,7 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_order_key.h"
+
+#if TM_CPU_X86_TARGETS
+#include <immintrin.h>  // declares the __builtin_ia32_* used by the x86 conversions below
+#endif
 
 #define TM_CPU_INLINE [[gnu::always_inline]] inline
 
@@ -22,8 +27,12 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef int16_t i16x8 __attribute__((vector_size(16)));
 typedef int8_t i8x8 __attribute__((vector_size(8)));
 typedef uint8_t u8x8 __attribute__((vector_size(8)));
+typedef int8_t i8x16 __attribute__((vector_size(16)));
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
+typedef int16_t i16x16 __attribute__((vector_size(32)));
 typedef double f64x8 __attribute__((vector_size(64)));
 typedef double f64x4 __attribute__((vector_size(32)));
 typedef double f64x2 __attribute__((vector_size(16)));
@@ -61,8 +70,14 @@ TM_CPU_INLINE V splat(S x) {
   return v + static_cast<decltype(v[0] + 0)>(x);
 }
 
-/// float -> double, exact.
-TM_CPU_INLINE f64x8 widen(const f32x8& v) { return __builtin_convertvector(v, f64x8); }
+/// 16 small integers (bytes widened to 16 bits) as two float vectors, elements 0-7 and 8-15; exact.
+/// (GCC lowers 8-byte vectors through general registers, so bytes travel as 16-byte vectors.)
+TM_CPU_INLINE void widen16(const i16x16& w, f32x8& lo, f32x8& hi) {
+  lo = __builtin_convertvector(__builtin_convertvector(__builtin_shufflevector(w, w, 0, 1, 2, 3, 4, 5, 6, 7), i32x8),
+                               f32x8);
+  hi = __builtin_convertvector(
+      __builtin_convertvector(__builtin_shufflevector(w, w, 8, 9, 10, 11, 12, 13, 14, 15), i32x8), f32x8);
+}
 
 /// A monotone integer key of a float's bits: signed comparison of keys orders all floats, with
 /// -0.0 just below +0.0, -NaN below -Inf and +NaN above +Inf.
@@ -99,29 +114,18 @@ TM_CPU_INLINE uint64_t reduce_add(const u32x8& v) {
   return s;
 }
 
-// ---- Element loaders: 8 stored elements -> 8 floats, bit-identical to decode_to_f32 ---------
+// ---- Conversions, per instruction set ---------------------------------------------------------
 
-/// IEEE float32 storage.
-struct F32Source {
-  using Element = float;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) { return load<f32x8>(p); }
-};
-
-/// bfloat16 storage: the top half of a float32.
-struct BF16Source {
-  using Element = uint16_t;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) {
-    const u32x8 wide = __builtin_convertvector(load<u16x8>(p), u32x8);
-    return bits<f32x8>(wide << 16);
-  }
-};
-
-/// IEEE half storage, with the branch-free exact conversion of decode_internal::half_bits_to_float
-/// (NaN payloads kept, subnormals exact).
-struct F16Source {
-  using Element = uint16_t;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) {
-    const u32x8 h = __builtin_convertvector(load<u16x8>(p), u32x8);
+/// Conversions written as plain vector code (any instruction set).
+struct PortableConvert {
+  /// 8 x u16 -> 8 x u32 (zero extension).
+  TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return __builtin_convertvector(v, u32x8); }
+  /// float -> double, exact.
+  TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_convertvector(v, f64x8); }
+  /// IEEE half bits -> float, the branch-free exact conversion of decode_internal::half_bits_to_float
+  /// (NaN payloads kept, subnormals exact).
+  TM_CPU_INLINE static f32x8 half8(const u16x8& bits16) {
+    const u32x8 h = __builtin_convertvector(bits16, u32x8);
     const u32x8 sign = (h & 0x8000u) << 16;
     const u32x8 magnitude = h & 0x7fffu;
     u32x8 normal = (magnitude << 13) + (112u << 23);
@@ -130,6 +134,51 @@ struct F16Source {
     const u32x8 result = magnitude < 0x0400u ? bits<u32x8>(subnormal) : normal;
     return bits<f32x8>(sign | result);
   }
+};
+
+#if TM_CPU_X86_TARGETS
+/// AVX2 + F16C: one vcvtph2ps per 8 halves. Exact for every finite half and infinity; a signalling
+/// NaN comes out quiet, which changes nothing here: any NaN sends its tile to the reference code.
+/// Only inlined into functions compiled with TM_TARGET_AVX2 or TM_TARGET_AVX512.
+struct Avx2Convert : PortableConvert {
+  /// One vpmovzxwd (GCC 12 lowers the generic conversion to four instructions).
+  TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return bits<u32x8>(__builtin_ia32_pmovzxwd256(bits<i16x8>(v))); }
+  TM_CPU_INLINE static f32x8 half8(const u16x8& bits16) { return __builtin_ia32_vcvtph2ps256(bits<i16x8>(bits16)); }
+};
+
+/// AVX-512: one vcvtps2pd zmm per 8 floats (GCC 12 lowers the generic conversion to four
+/// instructions). Only inlined into functions compiled with TM_TARGET_AVX512.
+struct Avx512Convert : Avx2Convert {
+  TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_ia32_cvtps2pd512_mask(v, f64x8{}, static_cast<char>(-1), 4); }
+};
+#endif
+
+// ---- Element loaders: 8 stored elements -> 8 floats, bit-identical to decode_to_f32 ---------
+
+/// IEEE float32 storage.
+template <typename Convert>
+struct F32Source {
+  using Element = float;
+  using Cvt = Convert;
+  TM_CPU_INLINE static f32x8 load8(const Element* p) { return load<f32x8>(p); }
+};
+
+/// bfloat16 storage: the top half of a float32.
+template <typename Convert>
+struct BF16Source {
+  using Element = uint16_t;
+  using Cvt = Convert;
+  TM_CPU_INLINE static f32x8 load8(const Element* p) {
+    return bits<f32x8>(Convert::widen_u16(load<u16x8>(p)) << 16);
+  }
+};
+
+/// IEEE half storage.
+template <typename Convert>
+struct F16Source {
+  using Element = uint16_t;
+  using Cvt = Convert;
+  TM_CPU_INLINE static f32x8 load8(const Element* p) { return Convert::half8(load<u16x8>(p)); }
 };
 
 }  // namespace tensormorph::cpu::simd

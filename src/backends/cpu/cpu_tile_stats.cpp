@@ -1,10 +1,13 @@
 // Work splitting and finishing for tm.tile_stats@1 on the CPU.
 //
-// The view is cut into items of about target_item_bytes of storage. Small tiles: an item is
-// one tile band over several whole tiles, finished by the thread that ran it. Tiles larger
-// than an item: an item is a chunk of one tile's rows; the row sums land in shared slot arrays
-// and the tiles are finished after all items ran. Either way each sum is the canonical halving
-// tree, so the thread count and the visiting order never change a bit.
+// The view is cut into items of about target_item_bytes of storage. An item covers some rows of
+// one tile band over several tile columns: for tiles walked row by row (T > kTileByTileMax) as
+// many columns as fit, so that an item reads long contiguous runs of memory (items one tile wide
+// read 1 KiB runs at a stride of a whole row, which streams from DRAM about three times slower).
+// When an item holds all rows of its tiles, the thread that ran it finishes them; otherwise the
+// row sums land in shared slot arrays and the tiles are finished after all items ran. Either
+// way each sum is the canonical halving tree, so the thread count and the visiting order never
+// change a bit.
 #include "backends/cpu/cpu_tile_stats.h"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -47,9 +50,9 @@ namespace {
 struct Plan {
   ops::TileGrid grid;
   uint32_t tiles_per_item = 1;  ///< tile columns per item
-  uint32_t row_chunks = 1;      ///< items per tile band and tile column (1: items own whole tiles)
+  uint32_t row_chunks = 1;      ///< items per tile band and column group (1: items own whole tiles)
   uint32_t chunk_rows = 0;      ///< rows per chunk (tile / row_chunks)
-  uint64_t column_items = 0;    ///< items across a band
+  uint64_t column_items = 0;    ///< column groups across a band
   uint64_t items() const { return grid.rows * column_items * row_chunks; }
 };
 
@@ -63,13 +66,24 @@ Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint3
                             static_cast<double>(range.col_end - range.col_begin) * bytes_per_elem;
   double target = static_cast<double>(tuning.target_item_bytes);
   if (target <= 0) target = std::clamp(view_bytes / (8.0 * std::max(1u, threads)), 64.0 * 1024, 1024.0 * 1024);
-  const double tile_bytes = static_cast<double>(tile) * tile * bytes_per_elem;
-  if (tile_bytes <= target) {
-    plan.tiles_per_item =
-        static_cast<uint32_t>(std::clamp<double>(std::floor(target / tile_bytes), 1.0, static_cast<double>(plan.grid.cols)));
+  const auto columns = static_cast<double>(plan.grid.cols);
+  uint64_t rows_wanted = tile;
+  if (tile > kTileByTileMax) {
+    // Row by row: whole rows of the view (or as many tile columns as the target holds), then as
+    // many rows as fill the target.
+    const double tile_row_bytes = static_cast<double>(tile) * bytes_per_elem;
+    plan.tiles_per_item = static_cast<uint32_t>(std::clamp(std::floor(target / tile_row_bytes), 1.0, columns));
+    rows_wanted = static_cast<uint64_t>(std::max(1.0, std::floor(target / (plan.tiles_per_item * tile_row_bytes))));
   } else {
-    const auto wanted = static_cast<uint64_t>(std::ceil(tile_bytes / target));
-    plan.row_chunks = static_cast<uint32_t>(std::min<uint64_t>(tile, std::bit_ceil(wanted)));
+    const double tile_bytes = static_cast<double>(tile) * tile * bytes_per_elem;
+    if (tile_bytes <= target) {
+      plan.tiles_per_item = static_cast<uint32_t>(std::clamp(std::floor(target / tile_bytes), 1.0, columns));
+    } else {
+      rows_wanted = static_cast<uint64_t>(std::max(1.0, std::floor(target / (static_cast<double>(tile) * bytes_per_elem))));
+    }
+  }
+  if (rows_wanted < tile) {
+    plan.row_chunks = static_cast<uint32_t>(std::min<uint64_t>(tile, std::bit_ceil((tile + rows_wanted - 1) / rows_wanted)));
   }
   plan.chunk_rows = tile / plan.row_chunks;
   plan.column_items = (plan.grid.cols + plan.tiles_per_item - 1) / plan.tiles_per_item;
@@ -180,30 +194,30 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
 /// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
 struct SharedSlots {
   std::vector<double> sums, squares;   // [tile index][tile]
-  std::vector<TilePartial> partials;   // [tile index][row chunk]
+  std::vector<TilePartial> partials;   // [row chunk][tile index]
 };
 
-void run_row_chunk(const Job& job, uint64_t tile_index, uint32_t chunk, SharedSlots& shared, ThreadState& state) {
-  const uint64_t ti = tile_index / job.plan.grid.cols;
-  const uint64_t tj = tile_index % job.plan.grid.cols;
+/// Rows of chunk `chunk` of band `ti`, tile columns from `tj`; leaves the tiles to finish_shared_tile.
+void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, SharedSlots& shared, ThreadState& state) {
   ItemSpec item = item_base(job);
   item.band_row_begin = job.range.row_begin + ti * job.tile;
   item.row_begin = item.band_row_begin + uint64_t{chunk} * job.plan.chunk_rows;
   item.row_end = std::min<uint64_t>(item.row_begin + job.plan.chunk_rows, job.range.row_end);
   if (item.row_begin >= item.row_end) return;  // past the ragged last band
-  item.tiles = 1;
+  item.tiles = static_cast<uint32_t>(std::min<uint64_t>(job.plan.tiles_per_item, job.plan.grid.cols - tj));
   item.col_begin = job.range.col_begin + tj * job.tile;
-  item.col_end = std::min<uint64_t>(item.col_begin + job.tile, job.range.col_end);
+  item.col_end = std::min<uint64_t>(item.col_begin + uint64_t{item.tiles} * job.tile, job.range.col_end);
+  const uint64_t tile_index = ti * job.plan.grid.cols + tj;
   item.row_sums = shared.sums.data() + tile_index * job.tile;
   item.row_squares = shared.squares.data() + tile_index * job.tile;
-  item.partials = shared.partials.data() + tile_index * job.plan.row_chunks + chunk;
+  item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
   job.kernel(item, state.scratch);
 }
 
 void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared) {
   TilePartial merged;
   for (uint32_t c = 0; c < job.plan.row_chunks; ++c) {
-    const TilePartial& p = shared.partials[tile_index * job.plan.row_chunks + c];
+    const TilePartial& p = shared.partials[c * job.plan.grid.count() + tile_index];
     merged.min_key = std::min(merged.min_key, p.min_key);
     merged.max_key = std::max(merged.max_key, p.max_key);
     merged.zeros += p.zeros;
@@ -251,7 +265,11 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
         ThreadState& state = states.local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
-          run_row_chunk(job, i / job.plan.row_chunks, static_cast<uint32_t>(i % job.plan.row_chunks), shared, state);
+          // Items in memory order: band, row chunk, column group.
+          const uint64_t column_item = i % job.plan.column_items;
+          const uint64_t band_chunk = i / job.plan.column_items;
+          run_row_chunk(job, band_chunk / job.plan.row_chunks, static_cast<uint32_t>(band_chunk % job.plan.row_chunks),
+                        column_item * job.plan.tiles_per_item, shared, state);
         }
       });
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, tiles), [&](const tbb::blocked_range<uint64_t>& r) {

@@ -62,6 +62,10 @@ class KernelScratch {
   Status status_;
 };
 
+/// Tiles of at most this size are walked tile by tile (statistics stay in registers across the
+/// tile's rows); larger ones row by row (one pass over each row, statistics kept in scratch).
+inline constexpr uint32_t kTileByTileMax = 64;
+
 /// Runs one item.
 using ItemKernel = void (*)(const ItemSpec& item, KernelScratch& scratch);
 

@@ -19,6 +19,10 @@
 #include "backends/cpu/cpu_tile_stats.h"
 #include "core/decode/decode_internal.h"
 
+// See cpu_simd.h: vectors only travel between always_inline functions.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tensormorph::cpu::tile_kernel {
 
 using namespace simd;  // NOLINT(google-build-using-namespace): the vocabulary of this file
@@ -70,12 +74,12 @@ struct Segment {
     if (index < full) {
       const f32x8 v = Src::load8(src + index * kLanes);
       observe(v, stats);
-      return widen(v);
+      return Src::Cvt::widen(v);
     }
     if (index == full && rem != 0) {
       const f32x8 v = Src::load8(tail);
       observe_masked(v, tail_valid, stats);
-      return widen(v);
+      return Src::Cvt::widen(v);
     }
     return f64x8{};
   }
@@ -84,7 +88,7 @@ struct Segment {
   TM_CPU_INLINE f64x8 fetch_full(uint32_t index, LaneStats& stats) const {
     const f32x8 v = Src::load8(src + index * kLanes);
     observe(v, stats);
-    return widen(v);
+    return Src::Cvt::widen(v);
   }
 };
 
@@ -92,9 +96,59 @@ struct Segment {
 /// `tree` holds at least tile / 2 doubles (2 * tile / 32 vectors of 8). Only the first
 /// P = max(8, bit_ceil(w)) slots can be non-zero; the halving tree over the T - P zero slots
 /// only turns a -0.0 result into +0.0, so it is replaced by one "+ 0.0" when P < T.
+/// The halving tree over the kCount vectors kFirst, kFirst + kStride, ... of a whole segment, each
+/// observed into `stats`: sum in `s`, sum of squares in `q`. Evaluated depth first (the tree over
+/// x_0..x_{n-1} is the tree over the even x plus the tree over the odd x), so only log2(kCount)
+/// partial sums are live and everything stays in registers.
+template <typename Src, uint32_t kFirst, uint32_t kStride, uint32_t kCount>
+TM_CPU_INLINE void vector_tree(const typename Src::Element* src, LaneStats& stats, f64x8& s, f64x8& q) {
+  if constexpr (kCount == 1) {
+    const f32x8 v = Src::load8(src + kFirst * kLanes);
+    observe(v, stats);
+    s = Src::Cvt::widen(v);
+    q = s * s;
+  } else {
+    f64x8 even_s, even_q, odd_s, odd_q;
+    vector_tree<Src, kFirst, 2 * kStride, kCount / 2>(src, stats, even_s, even_q);
+    vector_tree<Src, kFirst + kStride, 2 * kStride, kCount / 2>(src, stats, odd_s, odd_q);
+    s = even_s + odd_s;
+    q = even_q + odd_q;
+  }
+}
+
+/// row_segment for a whole segment of kVectors vectors (tile = 8 kVectors): the same operations in
+/// the same tree as the generic code below, in registers instead of its scratch array.
+/// The four quarter trees are kept apart by compiler barriers: GCC would otherwise hoist every
+/// load of the segment to the top and spill most of them.
+template <typename Src, uint32_t kVectors>
+TM_CPU_INLINE void whole_segment(const typename Src::Element* src, LaneStats& stats, double& sum, double& sum_sq) {
+  static_assert(kVectors >= 4);
+  constexpr uint32_t kQuarter = kVectors / 4;
+  f64x8 s0, q0, s1, q1, s2, q2, s3, q3;
+  vector_tree<Src, 0, 4, kQuarter>(src, stats, s0, q0);
+  asm volatile("" ::: "memory");
+  vector_tree<Src, 2, 4, kQuarter>(src, stats, s2, q2);
+  asm volatile("" ::: "memory");
+  vector_tree<Src, 1, 4, kQuarter>(src, stats, s1, q1);
+  asm volatile("" ::: "memory");
+  vector_tree<Src, 3, 4, kQuarter>(src, stats, s3, q3);
+  sum = halving_lanes((s0 + s2) + (s1 + s3));
+  sum_sq = halving_lanes((q0 + q2) + (q1 + q3));
+}
+
 template <typename Src>
 TM_CPU_INLINE void row_segment(const typename Src::Element* src, uint32_t w, uint32_t tile, LaneStats& stats,
                                double* tree, double& sum, double& sum_sq) {
+  // Whole segments of the usual tile sizes: the tree in registers.
+  if (w == tile) {
+    switch (tile) {
+      case 32: return whole_segment<Src, 4>(src, stats, sum, sum_sq);
+      case 64: return whole_segment<Src, 8>(src, stats, sum, sum_sq);
+      case 128: return whole_segment<Src, 16>(src, stats, sum, sum_sq);
+      case 256: return whole_segment<Src, 32>(src, stats, sum, sum_sq);
+      default: break;
+    }
+  }
   const Segment<Src> seg(src, w);
   const uint32_t slots = std::max<uint32_t>(kLanes, std::bit_ceil(w));
   const uint32_t vectors = slots / kLanes;
@@ -177,9 +231,6 @@ struct DecodedRows {
   }
 };
 
-/// Tiles of at most this size are walked tile by tile (statistics stay in registers across the
-/// tile's rows); larger ones row by row (one pass over each row, statistics kept in scratch).
-inline constexpr uint32_t kTileByTileMax = 64;
 
 /// Width of tile column `t` of the item (the last one may be ragged).
 TM_CPU_INLINE uint32_t tile_width(const ItemSpec& item, uint32_t t) {
@@ -247,7 +298,7 @@ TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) 
 /// Runs `item` on float32 values decoded with `decode(src, blocks, out)` from the covering blocks
 /// of its columns: small tiles decode a group of columns for all rows (it fits in L2), large
 /// tiles one row at a time.
-template <typename DecodeBlocks>
+template <typename F32, typename DecodeBlocks>
 TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch, const DecodeBlocks& decode) {
   double* tree = scratch.tree(item.tile);
   const uint64_t be = item.block_elems;
@@ -265,13 +316,13 @@ TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch,
       for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
         decode(block_data + r * item.row_bytes, blocks, values + (r - item.row_begin) * span);
       }
-      tile_by_tile<F32Source>(item, tree, DecodedRows{values, item.row_begin, first_block * be, span}, t_begin, t_end);
+      tile_by_tile<F32>(item, tree, DecodedRows{values, item.row_begin, first_block * be, span}, t_begin, t_end);
     } else {
       float* values = scratch.decoded(span);
       std::byte* lanes = fresh_lanes(item, scratch);
       for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
         decode(block_data + r * item.row_bytes, blocks, values);
-        one_row<F32Source>(item, tree, DecodedRows{values, r, first_block * be, span}, r, lanes);
+        one_row<F32>(item, tree, DecodedRows{values, r, first_block * be, span}, r, lanes);
       }
       fold_lanes(item, lanes);
     }
@@ -284,9 +335,11 @@ TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch,
 TM_CPU_INLINE void decode_q8_0(const std::byte* src, uint64_t blocks, float* out) {
   for (uint64_t b = 0; b < blocks; ++b, src += 34, out += 32) {
     const float d = decode_internal::half_bits_to_float(decode_internal::load_u16(src));
-    for (uint32_t g = 0; g < 4; ++g) {
-      const f32x8 q = __builtin_convertvector(load<i8x8>(src + 2 + 8 * g), f32x8);
-      store(out + 8 * g, q * d);
+    for (uint32_t h = 0; h < 2; ++h) {
+      f32x8 lo, hi;
+      widen16(__builtin_convertvector(load<i8x16>(src + 2 + 16 * h), i16x16), lo, hi);
+      store(out + 16 * h, lo * d);
+      store(out + 16 * h + 8, hi * d);
     }
   }
 }
@@ -315,15 +368,20 @@ TM_CPU_INLINE void decode_q4_k(const std::byte* src, uint64_t blocks, float* out
       const float m_lo = dmin * static_cast<float>(minimum[0]);
       const float d_hi = d * static_cast<float>(scale[1]);
       const float m_hi = dmin * static_cast<float>(minimum[1]);
-      for (uint32_t g = 0; g < 4; ++g) {
-        const u8x8 q = load<u8x8>(qs + 32 * p + 8 * g);
-        const f32x8 lo = __builtin_convertvector(q & 0xf, f32x8);
-        const f32x8 hi = __builtin_convertvector(q >> 4, f32x8);
-        store(out + 64 * p + 8 * g, d_lo * lo - m_lo);
-        store(out + 64 * p + 32 + 8 * g, d_hi * hi - m_hi);
+      for (uint32_t g = 0; g < 2; ++g) {
+        const u8x16 q = load<u8x16>(qs + 32 * p + 16 * g);
+        f32x8 lo0, lo1, hi0, hi1;
+        widen16(__builtin_convertvector(q & 0xf, i16x16), lo0, lo1);
+        widen16(__builtin_convertvector(q >> 4, i16x16), hi0, hi1);
+        store(out + 64 * p + 16 * g, d_lo * lo0 - m_lo);
+        store(out + 64 * p + 16 * g + 8, d_lo * lo1 - m_lo);
+        store(out + 64 * p + 32 + 16 * g, d_hi * hi0 - m_hi);
+        store(out + 64 * p + 32 + 16 * g + 8, d_hi * hi1 - m_hi);
       }
     }
   }
 }
 
 }  // namespace tensormorph::cpu::tile_kernel
+
+#pragma GCC diagnostic pop

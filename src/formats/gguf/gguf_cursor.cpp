@@ -80,9 +80,9 @@ Result<std::string> HeaderCursor::read_string(std::string_view what) {
   const uint64_t length_offset = position_;
   TM_ASSIGN_OR_RETURN(uint64_t length, read_u64(what));
   if (length > remaining()) {
-    return error_at(length_offset, std::string(what) + ": string length " + std::to_string(length) +
-                                       " exceeds the " + std::to_string(remaining()) +
-                                       " bytes left in the file");
+    return error_at(length_offset, "file is truncated or corrupt: " + std::string(what) + " has string length " +
+                                       std::to_string(length) + " but only " + std::to_string(remaining()) +
+                                       " bytes are left in the file");
   }
   return read_bytes(length, what);
 }

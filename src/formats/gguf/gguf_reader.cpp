@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <limits>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/gguf_cursor.h"
@@ -208,10 +207,14 @@ Result<TensorInfo> place_tensor(const HeaderCursor& cursor, const StoredTensorIn
                                                          std::to_string(alignment));
   }
   uint64_t end = 0;
-  if (__builtin_add_overflow(start, *nbytes, &end) || end > cursor.file_size()) {
+  if (__builtin_add_overflow(start, *nbytes, &end)) {
+    return cursor.error_at(stored.data_offset_field, context + ": " + std::to_string(*nbytes) + " bytes at file offset " +
+                                                         std::to_string(start) + " wrap around 64 bits");
+  }
+  if (end > cursor.file_size()) {
     return cursor.error_at(stored.data_offset_field,
-                           context + ": data [" + std::to_string(start) + ", +" + std::to_string(*nbytes) +
-                               " bytes) for " + std::string(type.name) + " ne " + ne_string(stored.ne) +
+                           context + ": data [" + std::to_string(start) + ", " + std::to_string(end) + ") for " +
+                               std::string(type.name) + " ne " + ne_string(stored.ne) +
                                " extends past the end of the file (" + std::to_string(cursor.file_size()) +
                                " bytes)");
   }

@@ -28,6 +28,12 @@ void put_string(std::string& out, std::string_view text) {
   out += text;
 }
 
+// A short JSON rendering for messages; never throws, even on invalid UTF-8.
+std::string describe(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+}
+
 void pad_to(std::string& out, uint64_t alignment) {
   while (out.size() % alignment != 0) out += '\0';
 }
@@ -56,7 +62,7 @@ class ValueWriter {
   Status encode(std::string& out, std::string_view type, const Json& value) const {
     const std::string_view element_type = array_element_type(type);
     if (!element_type.empty()) {
-      if (!value.is_array()) return invalid("type " + std::string(type) + " needs a JSON array, got " + value.dump());
+      if (!value.is_array()) return invalid("type " + std::string(type) + " needs a JSON array, got " + describe(value));
       TM_ASSIGN_OR_RETURN(uint32_t element_id, type_id(element_type));
       put_le(out, element_id, 4);
       put_le(out, value.size(), 8);
@@ -111,13 +117,13 @@ class ValueWriter {
              (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
       bits = static_cast<uint64_t>(v);
     }
-    if (!fits) return invalid("value " + value.dump() + " does not fit type " + std::string(type));
+    if (!fits) return invalid("value " + describe(value) + " does not fit type " + std::string(type));
     put_le(out, bits, sizeof(T));
     return Status::Ok();
   }
 
   Status mismatch(std::string_view type, const Json& value) const {
-    return invalid("value " + value.dump().substr(0, 80) + " is not a " + std::string(type));
+    return invalid("value " + describe(value) + " is not a " + std::string(type));
   }
 
   Status invalid(const std::string& message) const {

@@ -1,0 +1,398 @@
+// The CUDA backend on a real GPU, measured in one run:
+//   1. device memory bandwidth: a read-only reduction kernel and a device-to-device copy;
+//   2. tm.tile_stats@1 on resident data (the module's execute on a device buffer) per dtype, with
+//      its ratio to the read bandwidth, the CPU backend on the same bytes, and a bitwise check;
+//   3. the scheduler's choices on a host-resident and then a device-resident tensor (records);
+//   4. the BF16 tensor written as safetensors for the PyTorch peer (bench/cuda_torch_peer.py).
+//
+// Usage: cuda_tile_stats_bench [--gib G] [--reps R] [--tile T] [--peer-file PATH] [--json PATH]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compute/backend.h"
+#include "core/dtype_abi.h"
+#include "core/quantize/quantize.h"
+#include "formats/safetensors/safetensors.h"
+#include "ops/compute_session.h"
+#include "ops/reference.h"
+
+namespace tmx = tensormorph;
+
+namespace {
+
+#define CUDA_OK(expr)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (expr);                                                                   \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                  \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+__global__ void read_reduce(const uint4* data, uint64_t words, unsigned long long* sink) {
+  uint32_t acc = 0;
+  const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += step) {
+    const uint4 w = __ldcs(data + i);
+    acc += w.x ^ w.y ^ w.z ^ w.w;
+  }
+  if (acc == 0x9e3779b9u) atomicAdd(sink, 1ull);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Median time in ns of `reps` runs of `body` enqueued on the default stream.
+template <typename Body>
+double time_events(int reps, Body&& body) {
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  std::vector<double> times;
+  body();  // warm-up
+  CUDA_OK(cudaDeviceSynchronize());
+  for (int i = 0; i < reps; ++i) {
+    CUDA_OK(cudaEventRecord(a));
+    body();
+    CUDA_OK(cudaEventRecord(b));
+    CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms * 1e6);
+  }
+  CUDA_OK(cudaEventDestroy(a));
+  CUDA_OK(cudaEventDestroy(b));
+  return median(times);
+}
+
+struct MemoryBandwidth {
+  double read_gbps = 0;
+  double copy_gbps = 0;  // bytes read + bytes written
+};
+
+MemoryBandwidth measure_memory(uint64_t bytes, int reps) {
+  MemoryBandwidth m;
+  void* src = nullptr;
+  void* dst = nullptr;
+  unsigned long long* sink = nullptr;
+  CUDA_OK(cudaMalloc(&src, bytes));
+  CUDA_OK(cudaMalloc(&dst, bytes));
+  CUDA_OK(cudaMalloc(&sink, sizeof *sink));
+  CUDA_OK(cudaMemset(src, 0x3c, bytes));
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double read_ns = time_events(reps, [&] {
+    read_reduce<<<sms * 8, 512>>>(static_cast<const uint4*>(src), bytes / 16, sink);
+  });
+  const double copy_ns = time_events(reps, [&] { CUDA_OK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+  m.read_gbps = static_cast<double>(bytes) / read_ns;
+  m.copy_gbps = 2.0 * static_cast<double>(bytes) / copy_ns;
+  CUDA_OK(cudaFree(src));
+  CUDA_OK(cudaFree(dst));
+  CUDA_OK(cudaFree(sink));
+  return m;
+}
+
+/// Fills `out` in parallel: fill(begin, end, seed) writes bytes [begin, end).
+template <typename Fill>
+void parallel_fill(uint64_t count, Fill&& fill) {
+  const unsigned threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  const uint64_t part = (count + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    const uint64_t begin = std::min(count, t * part), end = std::min(count, begin + part);
+    pool.emplace_back([&, begin, end, t] { fill(begin, end, 1234u + t); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+/// Weights-like values: N(0, 0.02) with a few exact zeros.
+float weight(std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const float v = normal(rng);
+  return (rng() & 1023u) == 0 ? 0.0f : v;
+}
+
+struct Case {
+  tmx::DType dtype;
+  uint64_t rows, cols;
+  std::vector<std::byte> bytes;
+};
+
+Case make_case(tmx::DType dtype, double gib) {
+  Case c{dtype, 0, 0, {}};
+  const tmx::DTypeInfo& info = tmx::dtype_info(dtype);
+  c.cols = 8192;
+  const uint64_t row_bytes = c.cols / info.block_elems * info.block_bytes;
+  c.rows = std::max<uint64_t>(256, static_cast<uint64_t>(gib * 1073741824.0 / static_cast<double>(row_bytes)) / 256 * 256);
+  c.bytes.resize(c.rows * row_bytes);
+  const uint64_t elems = c.rows * c.cols;
+  std::byte* out = c.bytes.data();
+  switch (dtype) {
+    case tmx::DType::kF32:
+      parallel_fill(elems, [&](uint64_t b, uint64_t e, unsigned seed) {
+        std::mt19937 rng(seed);
+        for (uint64_t i = b; i < e; ++i) {
+          const float v = weight(rng);
+          std::memcpy(out + 4 * i, &v, 4);
+        }
+      });
+      break;
+    case tmx::DType::kF16:
+    case tmx::DType::kBF16:
+      parallel_fill(elems, [&](uint64_t b, uint64_t e, unsigned seed) {
+        std::mt19937 rng(seed);
+        for (uint64_t i = b; i < e; ++i) {
+          const uint16_t h = dtype == tmx::DType::kF16 ? tmx::f32_to_f16(weight(rng)) : tmx::f32_to_bf16(weight(rng));
+          std::memcpy(out + 2 * i, &h, 2);
+        }
+      });
+      break;
+    case tmx::DType::kF8E4M3:
+      parallel_fill(elems, [&](uint64_t b, uint64_t e, unsigned seed) {
+        std::mt19937 rng(seed);
+        for (uint64_t i = b; i < e; ++i) {
+          const uint32_t r = rng();
+          out[i] = static_cast<std::byte>((r & 0x80u) | ((r >> 8) % 0x70u));  // finite codes
+        }
+      });
+      break;
+    default: {
+      // Block types: random quants with plausible fp16 scales (the format's own header fields).
+      const uint64_t blocks = elems / info.block_elems;
+      parallel_fill(blocks, [&](uint64_t b, uint64_t e, unsigned seed) {
+        std::mt19937 rng(seed);
+        for (uint64_t k = b; k < e; ++k) {
+          std::byte* block = out + k * info.block_bytes;
+          for (uint32_t i = 0; i < info.block_bytes; ++i) block[i] = static_cast<std::byte>(rng());
+          const uint16_t d = tmx::f32_to_f16(0.001f + 0.001f * static_cast<float>(rng() % 100) / 100.0f);
+          const uint16_t dmin = tmx::f32_to_f16(0.0005f);
+          uint32_t d_at = 0, dmin_at = 0;
+          bool has_min = false;
+          if (dtype == tmx::DType::kQ4_K) {
+            d_at = 0;
+            dmin_at = 2;
+            has_min = true;
+          } else if (dtype == tmx::DType::kQ6_K) {
+            d_at = 208;
+          }
+          std::memcpy(block + d_at, &d, 2);
+          if (has_min) std::memcpy(block + dmin_at, &dmin, 2);
+        }
+      });
+      break;
+    }
+  }
+  return c;
+}
+
+const tmx::compute::Backend* find_backend(tmx::ops::ComputeSession& s, const std::string& name) {
+  for (const auto& b : s.backends()) {
+    if (b->name() == name) return b.get();
+  }
+  return nullptr;
+}
+
+/// A tm.tile_stats@1 instance over the whole matrix.
+struct TileStatsInstance {
+  TM_TensorArg in{}, out{};
+  TM_Attribute attrs[5]{};
+  TM_OpInstance op{};
+  std::vector<TM_TileStats> stats;
+
+  TileStatsInstance(const Case& c, uint32_t tile, const void* host, TM_Buffer* buffer) {
+    const tmx::ops::TileGrid grid = tmx::ops::tile_grid({0, c.rows, 0, c.cols}, tile);
+    stats.resize(grid.count());
+    in.struct_size = sizeof in;
+    in.dtype = tmx::to_abi_dtype(c.dtype);
+    in.rank = 2;
+    in.shape[0] = c.rows;
+    in.shape[1] = c.cols;
+    in.host_data = host;
+    in.buffer = buffer;
+    in.nbytes = c.bytes.size();
+    out.struct_size = sizeof out;
+    out.dtype = TM_DTYPE_U8;
+    out.rank = 1;
+    out.shape[0] = stats.size() * sizeof(TM_TileStats);
+    out.host_out = stats.data();
+    out.nbytes = out.shape[0];
+    const char* names[5] = {"row_begin", "row_end", "col_begin", "col_end", "tile"};
+    const int64_t values[5] = {0, static_cast<int64_t>(c.rows), 0, static_cast<int64_t>(c.cols), tile};
+    for (int i = 0; i < 5; ++i) attrs[i] = {sizeof(TM_Attribute), names[i], values[i], 0.0};
+    op = {sizeof op, TM_OP_TILE_STATS, &in, 1, &out, 1, attrs, 5};
+  }
+};
+
+TM_ExecutionPolicy bitwise_policy() {
+  TM_ExecutionPolicy p{};
+  p.struct_size = sizeof p;
+  p.exactness_floor = TM_EXACT_BITWISE;
+  return p;
+}
+
+std::string arg_value(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double gib = std::atof(arg_value(argc, argv, "--gib", "1").c_str());
+  const int reps = std::atoi(arg_value(argc, argv, "--reps", "20").c_str());
+  const uint32_t tile = static_cast<uint32_t>(std::atoi(arg_value(argc, argv, "--tile", "256").c_str()));
+  const std::string peer_file = arg_value(argc, argv, "--peer-file", "/tmp/tm_bench_bf16.safetensors");
+  const std::string json_path = arg_value(argc, argv, "--json", "");
+
+  cudaDeviceProp props{};
+  CUDA_OK(cudaGetDeviceProperties(&props, 0));
+  std::printf("device: %s, %d SMs, %.1f GiB\n", props.name, props.multiProcessorCount,
+              static_cast<double>(props.totalGlobalMem) / 1073741824.0);
+  const MemoryBandwidth memory = measure_memory(uint64_t{4} << 30, reps);
+  std::printf("memory: read-only reduction %.0f GB/s, device-to-device copy %.0f GB/s (read + write)\n",
+              memory.read_gbps, memory.copy_gbps);
+
+  tmx::ops::SessionOptions options;
+  options.extra_plugin_dirs = {TM_PLUGIN_BUILD_DIR};
+  auto session = tmx::ops::ComputeSession::open(options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "session: %s\n", session.status().to_string().c_str());
+    return 1;
+  }
+  for (const auto& r : (*session)->load_reports()) {
+    std::printf("backend %s: %s%s\n", r.name.c_str(), r.available ? "available" : "unavailable",
+                r.detail.empty() ? "" : (": " + r.detail).c_str());
+  }
+  const tmx::compute::Backend* gpu = find_backend(**session, "cuda");
+  const tmx::compute::Backend* cpu = find_backend(**session, "cpu");
+  if (gpu == nullptr || cpu == nullptr) {
+    std::fprintf(stderr, "the cuda and cpu backends are both needed\n");
+    return 1;
+  }
+  const TM_DeviceTraits& traits = gpu->traits();
+  std::printf("cuda traits: %s; link to device %.1f GB/s, to host %.1f GB/s\n", traits.device_name,
+              traits.host_to_device_gbps, traits.device_to_host_gbps);
+
+  nlohmann::ordered_json report = {{"device", props.name},
+                                   {"read_gbps", memory.read_gbps},
+                                   {"copy_gbps", memory.copy_gbps},
+                                   {"cuda_traits", traits.device_name},
+                                   {"tile", tile}};
+  report["cases"] = nlohmann::ordered_json::array();
+  std::printf("\n%-8s %-14s %9s %12s %8s %10s %10s %8s\n", "dtype", "shape", "GiB", "GPU GB/s", "of read", "CPU GB/s",
+              "upload", "bitwise");
+  Case bf16_case{tmx::DType::kBF16, 0, 0, {}};
+  for (tmx::DType dtype : {tmx::DType::kBF16, tmx::DType::kF16, tmx::DType::kF32, tmx::DType::kQ4_K, tmx::DType::kQ8_0,
+                          tmx::DType::kQ6_K, tmx::DType::kQ4_0, tmx::DType::kF8E4M3}) {
+    Case c = make_case(dtype, gib);
+    auto buffer = gpu->allocate(c.bytes.size());
+    if (!buffer.ok()) {
+      std::fprintf(stderr, "allocate: %s\n", buffer.status().to_string().c_str());
+      return 1;
+    }
+    const auto up0 = std::chrono::steady_clock::now();
+    tmx::Status written = gpu->write(*buffer, c.bytes.data(), c.bytes.size());
+    const double upload_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - up0).count();
+    if (!written.ok()) {
+      std::fprintf(stderr, "write: %s\n", written.to_string().c_str());
+      return 1;
+    }
+    TileStatsInstance on_gpu(c, tile, nullptr, *buffer);
+    std::vector<double> times;
+    uint64_t bytes_read = 0;
+    for (int i = 0; i < reps + 2; ++i) {
+      auto r = gpu->execute(on_gpu.op, bitwise_policy());
+      if (!r.ok()) {
+        std::fprintf(stderr, "cuda execute: %s\n", r.status().to_string().c_str());
+        return 1;
+      }
+      bytes_read = r->bytes_read;
+      if (i >= 2) times.push_back(r->device_ns);
+    }
+    const double gpu_ns = median(times);
+    TileStatsInstance on_cpu(c, tile, c.bytes.data(), nullptr);
+    auto cr = cpu->execute(on_cpu.op, bitwise_policy());
+    if (!cr.ok()) {
+      std::fprintf(stderr, "cpu execute: %s\n", cr.status().to_string().c_str());
+      return 1;
+    }
+    const bool same = std::memcmp(on_gpu.stats.data(), on_cpu.stats.data(), on_gpu.stats.size() * sizeof(TM_TileStats)) == 0;
+    const double gpu_gbps = static_cast<double>(bytes_read) / gpu_ns;
+    const double cpu_gbps = static_cast<double>(cr->bytes_read) / cr->device_ns;
+    const std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols);
+    std::printf("%-8s %-14s %9.2f %12.0f %7.1f%% %10.1f %7.1f GB/s %8s\n", std::string(tmx::dtype_name(dtype)).c_str(),
+                shape.c_str(), static_cast<double>(c.bytes.size()) / 1073741824.0, gpu_gbps,
+                100.0 * gpu_gbps / memory.read_gbps, cpu_gbps, static_cast<double>(c.bytes.size()) / upload_ns,
+                same ? "yes" : "NO");
+    report["cases"].push_back({{"dtype", std::string(tmx::dtype_name(dtype))},
+                               {"shape", shape},
+                               {"bytes", c.bytes.size()},
+                               {"gpu_ms", gpu_ns / 1e6},
+                               {"gpu_gbps", gpu_gbps},
+                               {"of_read_bandwidth", gpu_gbps / memory.read_gbps},
+                               {"cpu_gbps", cpu_gbps},
+                               {"upload_gbps", static_cast<double>(c.bytes.size()) / upload_ns},
+                               {"bitwise_equal_to_cpu", same}});
+    gpu->release(*buffer);
+    if (dtype == tmx::DType::kBF16) bf16_case = std::move(c);
+  }
+
+  // The scheduler on one BF16 band: host-resident first, then resident after one preferred run.
+  std::printf("\nscheduler placements (BF16 %llux%llu, %.2f GiB):\n", static_cast<unsigned long long>(bf16_case.rows),
+              static_cast<unsigned long long>(bf16_case.cols), static_cast<double>(bf16_case.bytes.size()) / 1073741824.0);
+  tmx::compute::Scheduler& scheduler = (*session)->scheduler();
+  report["placements"] = nlohmann::ordered_json::array();
+  const tmx::ops::TileGrid grid = tmx::ops::tile_grid({0, bf16_case.rows, 0, bf16_case.cols}, tile);
+  std::vector<TM_TileStats> out(grid.count());
+  for (const char* step : {"auto (host-resident)", "prefer=cuda (copies it in)", "auto (now resident)"}) {
+    tmx::compute::Constraints constraints;
+    if (std::strncmp(step, "prefer", 6) == 0) constraints = *tmx::compute::parse_constraints("prefer=cuda");
+    scheduler.set_constraints(constraints);
+    tmx::compute::OpRequest req;
+    req.op = TM_OP_TILE_STATS;
+    req.inputs.push_back({TM_DTYPE_BF16, {bf16_case.rows, bf16_case.cols}, bf16_case.bytes, 0x5eedull});
+    req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
+    req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(bf16_case.rows), 0}, {"col_begin", 0, 0},
+                      {"col_end", static_cast<int64_t>(bf16_case.cols), 0}, {"tile", tile, 0}};
+    auto placed = scheduler.run(req);
+    if (!placed.ok() || !placed->executed) {
+      std::fprintf(stderr, "scheduler: %s\n", placed.ok() ? placed->needs_consent_reason.c_str()
+                                                          : placed.status().to_string().c_str());
+      return 1;
+    }
+    const auto& r = placed->record;
+    std::printf("  %-28s -> %-5s (%s: %s), estimated %.2f ms, measured %.2f ms, moved %.2f GiB\n", step,
+                r.backend.c_str(), tmx::compute::placement_reason_name(r.reason), r.reason_detail.c_str(),
+                r.estimated_ns / 1e6, r.measured_ns / 1e6, static_cast<double>(r.bytes_moved) / 1073741824.0);
+    auto j = r.to_json();
+    j["step"] = step;
+    report["placements"].push_back(j);
+  }
+
+  if (!peer_file.empty()) {
+    const tmx::safetensors::TensorToWrite tensors[] = {
+        {"bench.bf16", tmx::DType::kBF16, {bf16_case.rows, bf16_case.cols}, bf16_case.bytes}};
+    tmx::Status s = tmx::safetensors::write_file(peer_file, tensors, {});
+    std::printf("\nBF16 tensor for the PyTorch peer: %s (%s)\n", peer_file.c_str(), s.ok() ? "written" : s.to_string().c_str());
+  }
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << report.dump(2) << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,35 @@
+// The host side of the three core operations: where the input is (a resident buffer, or host
+// memory streamed in chunks while earlier chunks compute), launches, and results back to the host.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "backends/cuda/gpu_backend.h"
+#include "backends/cuda/kernels.h"
+#include "ops/op_instance.h"
+#include "tensormorph/dtype.h"
+
+namespace tensormorph::gpu {
+
+/// What one execution did.
+struct RunReport {
+  double device_ns = 0;        ///< kernel time measured with device events
+  uint64_t bytes_read = 0;     ///< input bytes the kernels read
+  uint64_t bytes_written = 0;  ///< output bytes produced
+};
+
+/// The kernel dtype of `dtype`, or nullopt when this backend does not implement it.
+std::optional<tm_gpu::KernelDType> kernel_dtype(DType dtype);
+
+/// Bytes of the rows of a tile_stats view (what the kernels read).
+uint64_t tile_stats_bytes_read(const ops::TileStatsArgs& args);
+
+/// tm.tile_stats@1 on validated arguments. `memory_budget` (0: none) caps working memory.
+Result<RunReport> run_tile_stats(GpuBackend& backend, const ops::TileStatsArgs& args, uint64_t memory_budget);
+/// tm.decode@1 on validated arguments.
+Result<RunReport> run_decode(GpuBackend& backend, const ops::DecodeArgs& args, uint64_t memory_budget);
+/// tm.histogram@1 on validated arguments.
+Result<RunReport> run_histogram(GpuBackend& backend, const ops::HistogramArgs& args, uint64_t memory_budget);
+
+}  // namespace tensormorph::gpu

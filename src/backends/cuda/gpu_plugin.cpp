@@ -1,0 +1,307 @@
+// The plugin ABI surface of the GPU module (libtm_cuda.so, or libtm_hip.so from the same source):
+// the two exported symbols and the function table. Every entry point validates its pointers,
+// reads host structs only up to their struct_size, holds the backend's lock while it touches the
+// device, and turns every failure (and any exception) into a TM_Error.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "backends/cuda/gpu_backend.h"
+#include "backends/cuda/gpu_exec.h"
+#include "core/dtype_abi.h"
+#include "ops/op_instance.h"
+#include "ops/plugin_error.h"
+
+namespace tensormorph::gpu {
+namespace {
+
+constexpr const char* kName = TM_GPU_VENDOR;
+constexpr const char* kVersion = "1.0";
+constexpr const char* kImplemented = "F32, F16, BF16, F8_E4M3, F8_E5M2, Q8_0, Q4_0, Q4_K, Q6_K";
+
+GpuBackend* backend_of(TM_Backend* b) { return reinterpret_cast<GpuBackend*>(b); }
+
+Status require(bool condition, const char* what) {
+  return condition ? Status::Ok() : Status::InvalidArgument(std::string(TM_GPU_VENDOR ": ") + what + " is null");
+}
+
+Result<ops::CoreOp> core_op_of(const TM_OpInstance& op) {
+  const TM_OpInstance instance = ops::read_abi_struct(&op);
+  if (instance.op == nullptr) return Status::InvalidArgument(TM_GPU_VENDOR ": operation instance names no operation");
+  auto kind = ops::core_op_from_id(instance.op);
+  if (!kind) return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + instance.op);
+  return *kind;
+}
+
+/// Modelled throughput of the kernels as a fraction of the device's measured read bandwidth.
+double tile_stats_efficiency(tm_gpu::KernelDType dtype) {
+  switch (dtype) {
+    case tm_gpu::KernelDType::kF32: return 0.85;
+    case tm_gpu::KernelDType::kF16:
+    case tm_gpu::KernelDType::kBF16: return 0.75;
+    case tm_gpu::KernelDType::kF8E4M3:
+    case tm_gpu::KernelDType::kF8E5M2: return 0.4;
+    default: return 0.3;
+  }
+}
+
+/// The cost model (compute only: the host models transfers). Memory-bound kernels:
+///   compute_ns = launch overhead + bytes_read / (read bandwidth * efficiency) [+ bytes written / bandwidth]
+constexpr double kLaunchOverheadNs = 20'000.0;
+
+Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op) {
+  TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(op));
+  TM_CostEstimate cost{};
+  cost.struct_size = sizeof cost;
+  const double read_gbps = std::max(1.0, b.rates().device_read);
+  DType dtype = DType::kF32;
+  double efficiency = 1.0;
+  switch (kind) {
+    case ops::CoreOp::kTileStats: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(op));
+      dtype = args.input.dtype;
+      cost.bytes_read = tile_stats_bytes_read(args);
+      cost.bytes_written = args.output.arg.nbytes;
+      if (auto k = kernel_dtype(dtype)) efficiency = tile_stats_efficiency(*k);
+      break;
+    }
+    case ops::CoreOp::kDecode: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_decode(op));
+      dtype = args.input.dtype;
+      cost.bytes_read = args.input.arg.nbytes;
+      cost.bytes_written = args.output.arg.nbytes;
+      efficiency = 0.7;
+      break;
+    }
+    case ops::CoreOp::kHistogram: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_histogram(op));
+      dtype = args.input.dtype;
+      cost.bytes_read = args.input.arg.nbytes;
+      cost.bytes_written = args.output.arg.nbytes;
+      efficiency = 0.25;
+      break;
+    }
+  }
+  if (!kernel_dtype(dtype)) {
+    return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + std::string(dtype_name(dtype)));
+  }
+  cost.compute_ns = kLaunchOverheadNs + static_cast<double>(cost.bytes_read) / (read_gbps * efficiency) +
+                    static_cast<double>(cost.bytes_written) / read_gbps;
+  return cost;
+}
+
+// ---- The ABI entry points --------------------------------------------------------------------
+
+TM_StatusCode error_code(const TM_Error* error) { return ops::plugin_error_code(error); }
+const char* error_message(const TM_Error* error) { return ops::plugin_error_message(error); }
+void error_destroy(TM_Error* error) { ops::plugin_error_destroy(error); }
+
+TM_Error* device_count(uint32_t* count, char* why_none, size_t why_len) {
+  return ops::guard_plugin_call("device_count", [&] {
+    TM_RETURN_IF_ERROR(require(count != nullptr, "count"));
+    const DeviceCensus census = take_census();
+    *count = static_cast<uint32_t>(census.usable.size());
+    if (why_none != nullptr && why_len > 0) std::snprintf(why_none, why_len, "%s", census.why_none.c_str());
+    return Status::Ok();
+  });
+}
+
+TM_Error* backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
+  return ops::guard_plugin_call("backend_create", [&] {
+    TM_RETURN_IF_ERROR(require(out != nullptr, "out"));
+    *out = nullptr;
+    TM_BackendCreateArgs create{};
+    if (args != nullptr) create = ops::read_abi_struct(args);
+    TM_ASSIGN_OR_RETURN(auto backend, GpuBackend::create(create.device_index, create.options));
+    *out = reinterpret_cast<TM_Backend*>(backend.release());
+    return Status::Ok();
+  });
+}
+
+void backend_destroy(TM_Backend* backend) { delete backend_of(backend); }
+
+TM_Error* device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
+  return ops::guard_plugin_call("device_traits", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && out != nullptr, "backend or out"));
+    ops::write_abi_struct(backend_of(backend)->traits(), out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* out) {
+  return ops::guard_plugin_call("query", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && query_in != nullptr && out != nullptr, "backend, query or out"));
+    const TM_OpQuery q = ops::read_abi_struct(query_in);
+    TM_OpSupport support{};
+    support.struct_size = sizeof support;
+    support.level = TM_SUPPORT_NONE;
+    support.exactness = TM_EXACT_BITWISE;
+    std::string reason;
+    const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
+    const auto dtype = from_abi_dtype(q.input_dtype);
+    if (!kind) {
+      reason = std::string(TM_GPU_VENDOR " does not implement ") + (q.op ? q.op : "(null)");
+    } else if (!dtype) {
+      reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
+    } else if (!kernel_dtype(*dtype)) {
+      reason = std::string(TM_GPU_VENDOR " implements ") + q.op + " for " + kImplemented + " only, not " +
+               std::string(dtype_name(*dtype));
+    } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
+      reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
+    } else {
+      support.level = TM_SUPPORT_FULL;  // bitwise: the canonical order, no FMA, the CPU's decoders
+    }
+    std::snprintf(support.reason, sizeof support.reason, "%s", reason.c_str());
+    ops::write_abi_struct(support, out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate* out) {
+  return ops::guard_plugin_call("estimate", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr && out != nullptr, "backend, op or out"));
+    TM_ASSIGN_OR_RETURN(const TM_CostEstimate cost, estimate_of(*backend_of(backend), *op));
+    ops::write_abi_struct(cost, out);
+    return Status::Ok();
+  });
+}
+
+TM_Error* buffer_alloc(TM_Backend* backend, uint32_t memory_space, uint64_t bytes, TM_Buffer** out) {
+  return ops::guard_plugin_call("buffer_alloc", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && out != nullptr, "backend or out"));
+    *out = nullptr;
+    if (memory_space != 1) {
+      return Status::InvalidArgument(std::string(TM_GPU_VENDOR " has no memory space ") + std::to_string(memory_space) +
+                                     " (only device memory, 1)");
+    }
+    GpuBackend& b = *backend_of(backend);
+    std::lock_guard lock(b.mutex);
+    TM_ASSIGN_OR_RETURN(auto buffer, b.allocate(bytes));
+    *out = reinterpret_cast<TM_Buffer*>(buffer.release());
+    return Status::Ok();
+  });
+}
+
+void buffer_free(TM_Backend* backend, TM_Buffer* buffer) {
+  if (backend == nullptr || buffer == nullptr) return;
+  GpuBackend& b = *backend_of(backend);
+  std::lock_guard lock(b.mutex);
+  auto* gpu_buffer = reinterpret_cast<GpuBuffer*>(buffer);
+  if (!b.owns(gpu_buffer)) return;  // not ours: never free what we did not allocate
+  b.release(std::unique_ptr<GpuBuffer>(gpu_buffer));
+}
+
+Status check_range(GpuBackend& b, TM_Buffer* buffer, uint64_t offset, uint64_t bytes, const void* host) {
+  TM_RETURN_IF_ERROR(require(buffer != nullptr, "buffer"));
+  TM_RETURN_IF_ERROR(require(host != nullptr || bytes == 0, "host memory"));
+  auto* gpu_buffer = reinterpret_cast<GpuBuffer*>(buffer);
+  if (!b.owns(gpu_buffer)) {
+    return Status::InvalidArgument(std::string(TM_GPU_VENDOR ": the buffer was not allocated by this backend"));
+  }
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, bytes, &end) || end > gpu_buffer->bytes) {
+    return Status::InvalidArgument(std::string(TM_GPU_VENDOR ": bytes [") + std::to_string(offset) + ", +" +
+                                   std::to_string(bytes) + ") exceed the buffer's " + std::to_string(gpu_buffer->bytes));
+  }
+  return Status::Ok();
+}
+
+TM_Error* buffer_write(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, const void* src, uint64_t bytes) {
+  return ops::guard_plugin_call("buffer_write", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr, "backend"));
+    GpuBackend& b = *backend_of(backend);
+    std::lock_guard lock(b.mutex);
+    TM_RETURN_IF_ERROR(check_range(b, buffer, offset, bytes, src));
+    if (bytes == 0) return Status::Ok();
+    TM_RETURN_IF_ERROR(b.activate());
+    return b.copy_to_device(reinterpret_cast<GpuBuffer*>(buffer)->data + offset, src, bytes);
+  });
+}
+
+TM_Error* buffer_read(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, void* dst, uint64_t bytes) {
+  return ops::guard_plugin_call("buffer_read", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr, "backend"));
+    GpuBackend& b = *backend_of(backend);
+    std::lock_guard lock(b.mutex);
+    TM_RETURN_IF_ERROR(check_range(b, buffer, offset, bytes, dst));
+    if (bytes == 0) return Status::Ok();
+    TM_RETURN_IF_ERROR(b.activate());
+    return b.copy_to_host(dst, reinterpret_cast<GpuBuffer*>(buffer)->data + offset, bytes);
+  });
+}
+
+TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_ExecutionPolicy* policy_in,
+                  TM_ExecutionReport* report) {
+  return ops::guard_plugin_call("execute", [&] {
+    TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr, "backend or op"));
+    GpuBackend& b = *backend_of(backend);
+    TM_ExecutionPolicy policy{};
+    policy.struct_size = sizeof policy;
+    if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
+    TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
+    // Every result of this backend is bitwise: only an unknown floor can be refused here.
+    TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
+    std::lock_guard lock(b.mutex);
+    RunReport run;
+    switch (kind) {
+      case ops::CoreOp::kDecode: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_decode(*op));
+        TM_ASSIGN_OR_RETURN(run, run_decode(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kTileStats: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(*op));
+        TM_ASSIGN_OR_RETURN(run, run_tile_stats(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kHistogram: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_histogram(*op));
+        TM_ASSIGN_OR_RETURN(run, run_histogram(b, args, policy.memory_budget_bytes));
+        break;
+      }
+    }
+    if (report != nullptr) {
+      TM_ExecutionReport r{};
+      r.struct_size = sizeof r;
+      r.exactness = TM_EXACT_BITWISE;
+      r.device_ns = run.device_ns;
+      r.bytes_read = run.bytes_read;
+      r.bytes_written = run.bytes_written;
+      ops::write_abi_struct(r, report);
+    }
+    return Status::Ok();
+  });
+}
+
+const TM_PluginApi kApi = {
+    sizeof(TM_PluginApi), TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR, kName, kVersion,
+    &error_code, &error_message, &error_destroy,
+    &device_count, &backend_create, &backend_destroy, &device_traits,
+    &query, &estimate,
+    &buffer_alloc, &buffer_free, &buffer_write, &buffer_read,
+    &execute,
+};
+
+}  // namespace
+}  // namespace tensormorph::gpu
+
+#define TM_GPU_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+/// The ABI version this module was built against; no side effects.
+TM_GPU_EXPORT uint32_t tm_plugin_abi_version(void) {
+  return TM_PLUGIN_ABI_VERSION_PACK(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
+}
+
+/// The function table, or NULL for a host of another major version.
+TM_GPU_EXPORT const TM_PluginApi* tm_plugin_get_api(uint32_t host_major, uint32_t /*host_minor*/) {
+  return host_major == TM_PLUGIN_ABI_MAJOR ? &tensormorph::gpu::kApi : nullptr;
+}
+
+}  // extern "C"
+
+static_assert(std::is_same_v<decltype(&tm_plugin_abi_version), TM_PluginAbiVersionFn>);
+static_assert(std::is_same_v<decltype(&tm_plugin_get_api), TM_PluginGetApiFn>);

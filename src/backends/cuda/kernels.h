@@ -1,0 +1,121 @@
+// The kernel families as the host sees them: plain structs describing one launch, and launch
+// functions returning the runtime's error code. Included by host C++ files (no device code here)
+// and by the kernel sources (*.cu), which define the launch functions.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cuda/gpu_runtime.h"
+#include "tensormorph/c/plugin.h"
+
+namespace tm_gpu {
+
+/// The input dtypes the kernels decode (every other dtype is answered NONE by query).
+enum class KernelDType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kF8E5M2, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+
+/// Threads of a tile_stats row block (8 warps of 32 lanes).
+constexpr uint32_t kTileBlockThreads = 256;
+
+/// One row block's contribution to a tile: its rows' sums already merged in the canonical order.
+struct TilePartial {
+  double sum;            ///< halving sum of the block's row sums
+  double sum_sq;         ///< same for the squares
+  uint32_t nan;          ///< NaN elements
+  uint32_t pos_inf;      ///< +Inf elements
+  uint32_t neg_inf;      ///< -Inf elements
+  uint32_t zeros;        ///< finite zeros (either sign)
+  int32_t min_key;       ///< order key of the smallest finite value (key of +Inf when none)
+  int32_t max_key;       ///< order key of the largest finite value (key of -Inf when none)
+  uint32_t absmax_bits;  ///< float bits of the largest |finite value| (0 when none)
+  uint32_t reserved;     ///< zero
+};
+
+/// One launch of tile statistics over a band of tile rows of a view.
+///
+/// Tile (i, j) of the band covers rows [i*tile, (i+1)*tile) of the band (clipped to view_rows)
+/// and columns [col_begin + j*tile, ...) clipped to col_end. A tile is split among
+/// `partials_per_tile` row blocks: block k takes the tile's rows k, k + partials_per_tile, ...,
+/// which is a subtree of the canonical halving order over the tile's rows.
+struct TileJob {
+  const uint8_t* data = nullptr;  ///< first row of the band (column 0 of the matrix)
+  uint64_t row_bytes = 0;         ///< bytes of one matrix row
+  uint64_t view_rows = 0;         ///< rows of the band inside the view
+  uint64_t col_begin = 0;         ///< first column of the view
+  uint64_t col_end = 0;           ///< one past its last column
+  uint64_t tiles_across = 0;      ///< tiles per tile row
+  uint64_t block_base = 0;        ///< index of this launch's first row block
+  uint32_t tile = 0;              ///< T, a power of two in [8, 4096]
+  uint32_t partials_per_tile = 0; ///< row blocks per tile (T / rows per block)
+  TilePartial* partials = nullptr;  ///< [tiles * partials_per_tile], indexed by row block
+  const float* f8_table = nullptr;  ///< 256 decoded values, for the F8 dtypes
+};
+
+/// How a tile_stats launch maps lanes onto the tile.
+struct TilePlan {
+  bool fast = false;               ///< aligned vector path (else the element-wise generic path)
+  uint32_t lanes_per_segment = 0;  ///< G: lanes sharing one row of one tile
+  uint32_t words_per_lane = 0;     ///< N: 4-element words each lane loads (fast path)
+  uint32_t rows_per_block = 0;     ///< R: rows one block reduces
+  uint32_t block_threads = 0;      ///< threads per block
+};
+
+/// Chooses the launch shape for `tile`. `aligned`: the data and every row start are 16-byte
+/// aligned and col_begin is a multiple of 4, so the fast path may load whole words.
+/// `force_generic` selects the generic path regardless (tests, benchmarks).
+TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, bool aligned, bool force_generic);
+
+/// Launches the row blocks [job.block_base, job.block_base + blocks) of `plan`.
+cudaError_t launch_tile_rows(KernelDType dtype, const TilePlan& plan, const TileJob& job, uint64_t blocks,
+                             cudaStream_t stream);
+
+/// Merges each tile's partials (in the canonical order) into `out[first_tile + t]` for the
+/// `tiles` tiles of `job` (tile t of the band is row block range [t * ppt, (t + 1) * ppt)).
+cudaError_t launch_tile_finalize(const TileJob& job, uint64_t tiles, TM_TileStats* out, cudaStream_t stream);
+
+/// How NaN results of float arithmetic look on the host CPU (decode reproduces its bits).
+struct HostNan {
+  uint32_t default_nan = 0x7fc00000u;  ///< bits of 0.0f * Inf
+  bool propagate = true;               ///< an operand NaN comes through (quieted)
+};
+
+/// One launch of tm.decode@1 over `elems` elements.
+struct DecodeJob {
+  const uint8_t* in = nullptr;      ///< first block
+  float* out = nullptr;             ///< elems floats
+  uint64_t elems = 0;               ///< whole blocks
+  bool aligned = false;             ///< `in` and `out` are 16-byte aligned
+  HostNan nan;                      ///< host NaN conventions
+  const float* f8_table = nullptr;  ///< for the F8 dtypes
+};
+
+/// Decodes job.elems elements.
+cudaError_t launch_decode(KernelDType dtype, const DecodeJob& job, cudaStream_t stream);
+
+/// One launch of tm.histogram@1 over `elems` elements, adding into `counts` (bins + 3).
+struct HistogramJob {
+  const uint8_t* in = nullptr;       ///< first block
+  uint64_t elems = 0;                ///< whole blocks
+  double lo = 0;                     ///< range start
+  double hi = 0;                     ///< range end
+  double scale = 0;                  ///< bins / (hi - lo), computed once on the host
+  uint64_t bins = 0;                 ///< bins inside [lo, hi]
+  unsigned long long* counts = nullptr;  ///< bins + 3 counters, added to
+  bool aligned = false;              ///< `in` is 16-byte aligned
+  const float* f8_table = nullptr;   ///< for the F8 dtypes
+};
+
+/// Bins job.elems elements.
+cudaError_t launch_histogram(KernelDType dtype, const HistogramJob& job, cudaStream_t stream);
+
+/// Reads `bytes` (a multiple of 16) at `data` and folds them into `*sink` (device memory bandwidth probe).
+cudaError_t launch_read_probe(const void* data, uint64_t bytes, unsigned long long* sink, cudaStream_t stream);
+
+/// Elements per block and bytes per block of a kernel dtype.
+struct KernelBlock {
+  uint32_t elems;  ///< elements per storage block
+  uint32_t bytes;  ///< bytes per storage block
+};
+/// The block geometry of `dtype` (scalars are blocks of one element).
+KernelBlock kernel_block(KernelDType dtype);
+
+}  // namespace tm_gpu

@@ -1,0 +1,516 @@
+// The tm.tile_stats@1 row-block kernels, shared by the dtype families (tile_stats_float.cu,
+// tile_stats_ggml.cu). Both follow docs/COMPUTE.md's canonical order exactly:
+//
+// A row of a tile has T slots s = e + 4 * (k0 + G * r): e picks the element of a 4-element word,
+// k0 the lane among the G lanes sharing the row, r the lane's word. The halving order adds the
+// highest slot bits first, so each lane first reduces its N words (r, halving over r) for each
+// e, the G lanes then combine with shuffles (xor G/2, ..., 1), and the word's elements last:
+// (e0 + e2) + (e1 + e3). The tile's rows are slots too: a block reduces rows
+// k1 + K1 * u (u < R) by halving over u in shared memory; the K1 block partials of a tile are
+// merged by tile_stats_finalize.cu, halving over k1. Every step is one of the canonical additions.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if !defined(__HIP_PLATFORM_AMD__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+#include "backends/cuda/device_decode.cuh"
+
+namespace tm_gpu {
+
+/// Counts, extremes and absmax of the finite values a lane (then a warp, a block) has seen.
+/// A plain aggregate (it also lives in shared memory): start from empty().
+struct LaneCounts {
+  uint32_t nan;
+  uint32_t pos_inf;
+  uint32_t neg_inf;
+  uint32_t zeros;
+  int32_t min_key;
+  int32_t max_key;
+  uint32_t absmax;
+
+  /// No values seen.
+  __device__ __forceinline__ static LaneCounts empty() { return {0, 0, 0, 0, kKeyPosInf, kKeyNegInf, 0}; }
+
+  /// Counts one decoded value; returns its slot (the value widened, +0.0 when not finite).
+  __device__ __forceinline__ double classify(uint32_t bits) {
+    const uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude >= 0x7f800000u) {
+      if (magnitude > 0x7f800000u) {
+        ++nan;
+      } else if (bits >> 31) {
+        ++neg_inf;
+      } else {
+        ++pos_inf;
+      }
+      return 0.0;
+    }
+    zeros += magnitude == 0 ? 1u : 0u;
+    const int32_t key = order_key(bits);
+    min_key = min(min_key, key);
+    max_key = max(max_key, key);
+    absmax = max(absmax, magnitude);
+    return static_cast<double>(__uint_as_float(bits));
+  }
+
+  /// Folds `other` in (exact in any order).
+  __device__ __forceinline__ void merge(const LaneCounts& other) {
+    nan += other.nan;
+    pos_inf += other.pos_inf;
+    neg_inf += other.neg_inf;
+    zeros += other.zeros;
+    min_key = min(min_key, other.min_key);
+    max_key = max(max_key, other.max_key);
+    absmax = max(absmax, other.absmax);
+  }
+
+  /// Merges the counts of the 32 lanes of a warp; every lane ends with the total.
+  __device__ __forceinline__ void merge_warp() {
+#pragma unroll
+    for (int m = kLanes / 2; m >= 1; m /= 2) {
+      LaneCounts other;
+      other.nan = shuffle_xor(nan, m);
+      other.pos_inf = shuffle_xor(pos_inf, m);
+      other.neg_inf = shuffle_xor(neg_inf, m);
+      other.zeros = shuffle_xor(zeros, m);
+      other.min_key = shuffle_xor(min_key, m);
+      other.max_key = shuffle_xor(max_key, m);
+      other.absmax = shuffle_xor(absmax, m);
+      merge(other);
+    }
+  }
+};
+
+/// docs/COMPUTE.md's halving_sum over the first N (a power of two) values at `a`. Recursion on
+/// N keeps every index a compile-time constant, so the values stay in registers.
+template <int N>
+__device__ __forceinline__ double halving_n(double* a) {
+  if constexpr (N == 1) {
+    return a[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) a[i] = a[i] + a[i + N / 2];
+    return halving_n<N / 2>(a);
+  }
+}
+
+/// halving_n over a whole array; destroys `a`.
+template <int N>
+__device__ __forceinline__ double halving(double (&a)[N]) {
+  return halving_n<N>(a);
+}
+
+// ---- Fast accumulators: counts and extremes of words known to be complete -------------------
+// They run before the sums; when they find a non-finite value the lane takes the careful path.
+// Their min/max may pick either zero when both signs occur, so a zero extreme is recomputed
+// exactly from the words.
+
+/// Per-element accumulator on float bits (F32, F8, the block types, and 16-bit types on HIP).
+struct FastFloat {
+  uint32_t absmax = 0;
+  float lo = __builtin_huge_valf();
+  float hi = -__builtin_huge_valf();
+  uint32_t zero_count = 0;
+
+  __device__ __forceinline__ void add_bits(uint32_t bits) {
+    absmax = max(absmax, bits & 0x7fffffffu);
+    const float v = __uint_as_float(bits);
+    lo = fminf(lo, v);
+    hi = fmaxf(hi, v);
+    zero_count += v == 0.0f ? 1u : 0u;
+  }
+  template <class D>
+  __device__ __forceinline__ void add_word(const typename D::Word& w, const float* table) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) add_bits(D::bits(w, e, table));
+  }
+  __device__ __forceinline__ bool all_finite() const { return absmax < 0x7f800000u; }
+  __device__ __forceinline__ uint32_t zeros() const { return zero_count; }
+  __device__ __forceinline__ uint32_t absmax_bits() const { return absmax; }
+  __device__ __forceinline__ uint32_t min_bits() const { return __float_as_uint(lo); }
+  __device__ __forceinline__ uint32_t max_bits() const { return __float_as_uint(hi); }
+};
+
+#if !defined(__HIP_PLATFORM_AMD__)
+/// Packed accumulator for two 16-bit floats per register (bf16x2 / half2 instructions).
+template <bool kBrain>
+struct Fast16 {
+  using Pair = std::conditional_t<kBrain, __nv_bfloat162, __half2>;
+  static constexpr uint32_t kInf = kBrain ? 0x7f80u : 0x7c00u;
+  uint32_t lo = kInf | (kInf << 16);
+  uint32_t hi = (kInf | 0x8000u) | ((kInf | 0x8000u) << 16);
+  uint32_t absmax = 0;
+  uint32_t zero_count = 0;  // two 16-bit float counters (exact: a lane counts at most 64 per half)
+
+  __device__ static Pair as_pair(uint32_t w) {
+    Pair p;
+    memcpy(&p, &w, sizeof p);
+    return p;
+  }
+  __device__ static uint32_t as_bits(Pair p) {
+    uint32_t w;
+    memcpy(&w, &p, sizeof w);
+    return w;
+  }
+  __device__ static uint32_t to_float_bits(uint32_t h) {
+    if constexpr (kBrain) return h << 16;
+    return half_bits_to_float_bits(h);
+  }
+  __device__ __forceinline__ void add_pair(uint32_t w) {
+    const Pair v = as_pair(w);
+    lo = as_bits(__hmin2(as_pair(lo), v));
+    hi = as_bits(__hmax2(as_pair(hi), v));
+    absmax = as_bits(__hmax2_nan(as_pair(absmax), __habs2(v)));
+    zero_count = as_bits(__hadd2(as_pair(zero_count), __heq2(v, as_pair(0u))));
+  }
+  template <class D>
+  __device__ __forceinline__ void add_word(const uint2& w, const float*) {
+    add_pair(w.x);
+    add_pair(w.y);
+  }
+  __device__ __forceinline__ bool all_finite() const {
+    return (absmax & 0xffffu) < kInf && (absmax >> 16) < kInf;
+  }
+  __device__ __forceinline__ uint32_t zeros() const {
+    const Pair z = as_pair(zero_count);
+    return static_cast<uint32_t>(__low2float(z)) + static_cast<uint32_t>(__high2float(z));
+  }
+  __device__ __forceinline__ uint32_t absmax_bits() const {
+    return max(to_float_bits(absmax & 0xffffu), to_float_bits(absmax >> 16));
+  }
+  __device__ __forceinline__ uint32_t min_bits() const {
+    const uint32_t a = to_float_bits(lo & 0xffffu), b = to_float_bits(lo >> 16);
+    return order_key(a) <= order_key(b) ? a : b;
+  }
+  __device__ __forceinline__ uint32_t max_bits() const {
+    const uint32_t a = to_float_bits(hi & 0xffffu), b = to_float_bits(hi >> 16);
+    return order_key(a) >= order_key(b) ? a : b;
+  }
+};
+#endif
+
+/// The fast accumulator of a decoder.
+template <class D>
+struct FastOf {
+  using type = FastFloat;
+};
+#if !defined(__HIP_PLATFORM_AMD__)
+template <bool kBrain>
+struct FastOf<Dec16<kBrain>> {
+  using type = Fast16<kBrain>;
+};
+#endif
+
+/// A finite element of a word, widened (the fast path's conversion).
+template <class D>
+__device__ __forceinline__ double widen(const typename D::Word& w, int e, const float* table) {
+#if !defined(__HIP_PLATFORM_AMD__)
+  if constexpr (std::is_same_v<D, DecF16>) {
+    // The hardware conversion is exact for every finite half (the fast path sees no other).
+    const uint32_t word = e < 2 ? w.x : w.y;
+    const unsigned short h = static_cast<unsigned short>((e & 1) ? word >> 16 : word & 0xffffu);
+    return static_cast<double>(__half2float(__ushort_as_half(h)));
+  }
+#endif
+  return static_cast<double>(__uint_as_float(D::bits(w, e, table)));
+}
+
+// ---- The block epilogue shared by both kernels ------------------------------------------------
+
+/// Row sums of a block sit in row_sum/row_sq[0, rows); lane counts are per thread. Reduces the
+/// rows by halving (the tile's row tree restricted to this block) and writes the block's partial.
+__device__ __forceinline__ void finish_block(double* row_sum, double* row_sq, LaneCounts* warp_counts,
+                                             LaneCounts counts, uint32_t rows, TilePartial* out) {
+  counts.merge_warp();
+  const uint32_t warp = threadIdx.x / kLanes;
+  if (threadIdx.x % kLanes == 0) warp_counts[warp] = counts;
+  __syncthreads();
+  for (uint32_t p = rows / 2; p >= 1; p /= 2) {
+    if (threadIdx.x < p) {
+      row_sum[threadIdx.x] = row_sum[threadIdx.x] + row_sum[threadIdx.x + p];
+      row_sq[threadIdx.x] = row_sq[threadIdx.x] + row_sq[threadIdx.x + p];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    LaneCounts total = warp_counts[0];
+    for (uint32_t w = 1; w < blockDim.x / kLanes; ++w) total.merge(warp_counts[w]);
+    TilePartial p;
+    p.sum = row_sum[0];
+    p.sum_sq = row_sq[0];
+    p.nan = total.nan;
+    p.pos_inf = total.pos_inf;
+    p.neg_inf = total.neg_inf;
+    p.zeros = total.zeros;
+    p.min_key = total.min_key;
+    p.max_key = total.max_key;
+    p.absmax_bits = total.absmax;
+    p.reserved = 0;
+    *out = p;
+  }
+}
+
+/// Where a row block sits: its tile, its residue k1 and its first row.
+struct BlockPlace {
+  uint64_t tile_row;
+  uint64_t tile_col;
+  uint32_t k1;
+};
+
+__device__ __forceinline__ BlockPlace place_block(const TileJob& job) {
+  const uint64_t block = job.block_base + blockIdx.x;
+  const uint64_t tile = block / job.partials_per_tile;
+  return {tile / job.tiles_across, tile % job.tiles_across, static_cast<uint32_t>(block % job.partials_per_tile)};
+}
+
+/// Loads the F8 table into shared memory (a no-op for other decoders).
+template <class D>
+__device__ __forceinline__ const float* stage_table(const TileJob& job, float* shared_table) {
+  if constexpr (D::kTable) {
+    for (uint32_t i = threadIdx.x; i < 256; i += blockDim.x) shared_table[i] = job.f8_table[i];
+    __syncthreads();
+    return shared_table;
+  }
+  return nullptr;
+}
+
+// ---- The fast kernel: whole words, vector loads ------------------------------------------------
+
+/// Sums of one lane's N words whose elements are all finite. The first halving level is formed
+/// as the values are widened, which keeps half as many float64 values live.
+template <class D, int N>
+__device__ __forceinline__ void fast_sums(const typename D::Word (&raw)[N], const float* table, double (&sum)[4],
+                                          double (&sq)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (N == 1) {
+      sum[e] = widen<D>(raw[0], e, table);
+      sq[e] = sum[e] * sum[e];
+    } else {
+      double a[N / 2], q[N / 2];
+#pragma unroll
+      for (int r = 0; r < N / 2; ++r) {
+        const double x = widen<D>(raw[r], e, table), y = widen<D>(raw[r + N / 2], e, table);
+        a[r] = x + y;
+        q[r] = x * x + y * y;
+      }
+      sum[e] = halving(a);
+      sq[e] = halving(q);
+    }
+  }
+}
+
+/// Counts and sums of one lane's N words, element by element (some value is not finite).
+template <class D, int N>
+__device__ __forceinline__ void careful_sums(const typename D::Word (&raw)[N], const float* table,
+                                             LaneCounts& counts, double (&sum)[4], double (&sq)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    double a[N], q[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      a[r] = counts.classify(D::bits(raw[r], e, table));
+      q[r] = a[r] * a[r];
+    }
+    sum[e] = halving(a);
+    sq[e] = halving(q);
+  }
+}
+
+/// Counts and sums of one lane's words of a ragged edge tile, element by element with bounds.
+template <class D, int N>
+__device__ __forceinline__ void ragged_sums(const uint8_t* row, uint64_t first_col, uint64_t stride,
+                                            uint64_t col_end, const float* table, LaneCounts& counts,
+                                            double (&sum)[4], double (&sq)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    double a[N], q[N];
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const uint64_t col = first_col + stride * r + e;
+      a[r] = col < col_end ? counts.classify(D::element_bits(row, col, table)) : 0.0;
+      q[r] = a[r] * a[r];
+    }
+    sum[e] = halving(a);
+    sq[e] = halving(q);
+  }
+}
+
+/// Exact order keys of the extremes of N complete finite words (the zero-sign fix-up).
+template <class D, int N>
+__device__ void exact_extremes(const typename D::Word (&raw)[N], const float* table, int32_t& min_key,
+                               int32_t& max_key) {
+  min_key = kKeyPosInf;
+  max_key = kKeyNegInf;
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int32_t key = order_key(D::bits(raw[r], e, table));
+      min_key = min(min_key, key);
+      max_key = max(max_key, key);
+    }
+  }
+}
+
+/// Row blocks of the fast path: 8 warps, G lanes per row, N words per lane, R = 8 * 32 / G rows.
+template <class D, int N>
+__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t lanes_per_segment) {
+  __shared__ double row_sum[kTileBlockThreads];
+  __shared__ double row_sq[kTileBlockThreads];
+  __shared__ LaneCounts warp_counts[kTileBlockThreads / kLanes];
+  __shared__ float shared_table[D::kTable ? 256 : 1];
+  const float* table = stage_table<D>(job, shared_table);
+
+  const BlockPlace place = place_block(job);
+  const uint32_t g = lanes_per_segment;
+  const uint32_t lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  const uint32_t segments = kLanes / g;
+  const uint32_t rows = (blockDim.x / kLanes) * segments;
+  const uint32_t u = warp * segments + lane / g, k0 = lane % g;
+  const uint64_t row = place.tile_row * job.tile + place.k1 + static_cast<uint64_t>(job.partials_per_tile) * u;
+  const uint64_t tile_col = job.col_begin + place.tile_col * job.tile;
+
+  double sum[4] = {0.0, 0.0, 0.0, 0.0}, sq[4] = {0.0, 0.0, 0.0, 0.0};
+  LaneCounts counts = LaneCounts::empty();
+  if (row < job.view_rows) {
+    const uint8_t* row_ptr = job.data + row * job.row_bytes;
+    const uint64_t first_col = tile_col + 4ull * k0, stride = 4ull * g;
+    if (tile_col + job.tile <= job.col_end) {
+      typename D::Word raw[N];
+#pragma unroll
+      for (int r = 0; r < N; ++r) raw[r] = D::template load_word<true>(row_ptr, first_col + stride * r);
+      typename FastOf<D>::type fast;
+#pragma unroll
+      for (int r = 0; r < N; ++r) fast.template add_word<D>(raw[r], table);
+      if (fast.all_finite()) {
+        fast_sums<D, N>(raw, table, sum, sq);
+        counts.zeros = fast.zeros();
+        counts.absmax = fast.absmax_bits();
+        const uint32_t lo = fast.min_bits(), hi = fast.max_bits();
+        if ((lo & 0x7fffffffu) == 0 || (hi & 0x7fffffffu) == 0) {
+          exact_extremes<D, N>(raw, table, counts.min_key, counts.max_key);
+        } else {
+          counts.min_key = order_key(lo);
+          counts.max_key = order_key(hi);
+        }
+      } else {
+        careful_sums<D, N>(raw, table, counts, sum, sq);
+      }
+    } else {
+      ragged_sums<D, N>(row_ptr, first_col, stride, job.col_end, table, counts, sum, sq);
+    }
+  }
+  for (uint32_t m = g / 2; m >= 1; m /= 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sum[e] = sum[e] + shuffle_xor(sum[e], static_cast<int>(m));
+      sq[e] = sq[e] + shuffle_xor(sq[e], static_cast<int>(m));
+    }
+  }
+  if (k0 == 0) {
+    row_sum[u] = (sum[0] + sum[2]) + (sum[1] + sum[3]);
+    row_sq[u] = (sq[0] + sq[2]) + (sq[1] + sq[3]);
+  }
+  finish_block(row_sum, row_sq, warp_counts, counts, rows,
+               job.partials + job.block_base + blockIdx.x);
+}
+
+// ---- The generic kernel: one element at a time, any alignment, any tile ----------------------
+
+/// Row blocks of the generic path: L = min(32, T) lanes per row, lane l takes slots l + L * m,
+/// visited in bit-reversed m so that a binary-counter stack builds the halving tree over m.
+template <class D>
+__global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob job) {
+  __shared__ double row_sum[kTileBlockThreads];
+  __shared__ double row_sq[kTileBlockThreads];
+  __shared__ LaneCounts warp_counts[kTileBlockThreads / kLanes];
+  __shared__ float shared_table[D::kTable ? 256 : 1];
+  const float* table = stage_table<D>(job, shared_table);
+
+  const BlockPlace place = place_block(job);
+  const uint32_t lanes = min(job.tile, static_cast<uint32_t>(kLanes));
+  const uint32_t per_lane = job.tile / lanes;
+  const uint32_t log_per_lane = 31 - __clz(per_lane);
+  const uint32_t lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  const uint32_t segments = kLanes / lanes;
+  const uint32_t rows = (blockDim.x / kLanes) * segments;
+  const uint32_t u = warp * segments + lane / lanes, l = lane % lanes;
+  const uint64_t row = place.tile_row * job.tile + place.k1 + static_cast<uint64_t>(job.partials_per_tile) * u;
+  const uint64_t tile_col = job.col_begin + place.tile_col * job.tile;
+
+  double sum = 0.0, sq = 0.0;
+  LaneCounts counts = LaneCounts::empty();
+  if (row < job.view_rows) {
+    const uint8_t* row_ptr = job.data + row * job.row_bytes;
+    double stack_sum[13], stack_sq[13];
+    int depth = 0;
+    for (uint32_t t = 0; t < per_lane; ++t) {
+      const uint32_t m = log_per_lane == 0 ? 0 : __brev(t) >> (32 - log_per_lane);
+      const uint64_t col = tile_col + l + static_cast<uint64_t>(lanes) * m;
+      const double v = col < job.col_end ? counts.classify(D::element_bits(row_ptr, col, table)) : 0.0;
+      stack_sum[depth] = v;
+      stack_sq[depth] = v * v;
+      ++depth;
+      for (uint32_t bits = t; bits & 1u; bits >>= 1) {
+        --depth;
+        stack_sum[depth - 1] = stack_sum[depth - 1] + stack_sum[depth];
+        stack_sq[depth - 1] = stack_sq[depth - 1] + stack_sq[depth];
+      }
+    }
+    sum = stack_sum[0];
+    sq = stack_sq[0];
+  }
+  for (uint32_t m = lanes / 2; m >= 1; m /= 2) {
+    sum = sum + shuffle_xor(sum, static_cast<int>(m));
+    sq = sq + shuffle_xor(sq, static_cast<int>(m));
+  }
+  if (l == 0) {
+    row_sum[u] = sum;
+    row_sq[u] = sq;
+  }
+  finish_block(row_sum, row_sq, warp_counts, counts, rows, job.partials + job.block_base + blockIdx.x);
+}
+
+// ---- Host-side dispatch of one family ----------------------------------------------------------
+
+/// Launches the row blocks of decoder D (the fast kernel for the N that plan_tile_stats picks:
+/// 1, 4 and D::kMaxWords, and what lies between).
+template <class D>
+cudaError_t launch_tile_rows_for(const TilePlan& plan, const TileJob& job, uint64_t blocks, cudaStream_t stream) {
+  constexpr uint64_t kMaxGrid = 1u << 30;
+  for (uint64_t done = 0; done < blocks; done += kMaxGrid) {
+    TileJob part = job;
+    part.block_base = job.block_base + done;
+    const unsigned grid = static_cast<unsigned>(blocks - done < kMaxGrid ? blocks - done : kMaxGrid);
+    if (!plan.fast) {
+      tile_rows_generic<D><<<grid, plan.block_threads, 0, stream>>>(part);
+    } else {
+      const uint32_t g = plan.lanes_per_segment;
+      switch (plan.words_per_lane) {
+        case 1: tile_rows_fast<D, 1><<<grid, kTileBlockThreads, 0, stream>>>(part, g); break;
+        case 4: tile_rows_fast<D, 4><<<grid, kTileBlockThreads, 0, stream>>>(part, g); break;
+        case 8:
+          if constexpr (D::kMaxWords >= 8) tile_rows_fast<D, 8><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
+          break;
+        case 16:
+          if constexpr (D::kMaxWords >= 16) tile_rows_fast<D, 16><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
+          break;
+        case 32:
+          if constexpr (D::kMaxWords >= 32) tile_rows_fast<D, 32><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
+          break;
+        default: return cudaErrorInvalidValue;
+      }
+    }
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace tm_gpu

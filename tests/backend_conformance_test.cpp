@@ -1,0 +1,494 @@
+// Backend conformance: every operation x dtype that every available backend declares BITWISE,
+// checked bit for bit against the CPU reference implementations (src/ops/reference.h). Backends
+// come from a real ComputeSession: the built-in ones plus the modules built into this build's
+// plugins/ directory (CUDA, HIP). Where a backend has no device (CI, the development machine) its
+// checks are skipped with the backend's own reason, and the modules' loading is still asserted.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype_abi.h"
+#include "core/quantize/quantize.h"
+#include "ops/compute_session.h"
+#include "ops/reference.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPluginDir = TM_PLUGIN_BUILD_DIR;
+constexpr bool kCudaModuleBuilt = TM_CUDA_MODULE_BUILT;
+constexpr bool kHipModuleBuilt = TM_HIP_MODULE_BUILT;
+
+std::unique_ptr<ops::ComputeSession> open_session(const std::string& constraints = "") {
+  ops::SessionOptions options;
+  options.extra_plugin_dirs = {kPluginDir.string()};
+  if (!constraints.empty()) options.override_constraints = *compute::parse_constraints(constraints);
+  auto session = ops::ComputeSession::open(options);
+  EXPECT_TRUE(session.ok()) << session.status().to_string();
+  return session.ok() ? std::move(session).value() : nullptr;
+}
+
+// ---- Test data ---------------------------------------------------------------------------------
+
+/// Every dtype a backend might declare; the test runs what each backend's query says it runs.
+const std::vector<DType>& all_decodable() {
+  static const std::vector<DType> dtypes = [] {
+    std::vector<DType> v;
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      if (dtype_decodable(static_cast<DType>(d))) v.push_back(static_cast<DType>(d));
+    }
+    return v;
+  }();
+  return dtypes;
+}
+
+enum class Data { kWeights, kRandomBits, kSignedZeros };
+
+const char* data_name(Data d) {
+  switch (d) {
+    case Data::kWeights: return "weights";
+    case Data::kRandomBits: return "random bits";
+    case Data::kSignedZeros: return "signed zeros";
+  }
+  return "?";
+}
+
+/// Byte offsets of the fp16 scale fields of a block type (overwritten with plausible scales).
+std::vector<uint32_t> scale_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
+    case DType::kQ8_0: case DType::kQ8_1: return {0};
+    case DType::kQ4_K: case DType::kQ5_K: return {0, 2};
+    case DType::kQ2_K: return {80, 82};
+    case DType::kQ3_K: return {108};
+    case DType::kQ6_K: return {208};
+    default: return {};
+  }
+}
+
+/// `elems` elements of `dtype`: realistic weights (with a few NaN, Inf and signed zeros where the
+/// dtype has them), raw random bits (every NaN payload, subnormals, random block scales), or only
+/// zeros of both signs and one-signed values (the min/max zero-sign rule).
+std::vector<std::byte> make_data(DType dtype, uint64_t elems, Data kind, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  const DTypeInfo& info = dtype_info(dtype);
+  const uint64_t bytes = elems / info.block_elems * info.block_bytes;
+  std::vector<std::byte> out(bytes);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  if (kind == Data::kRandomBits) return out;
+  const bool scalar_float = dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+  if (kind == Data::kSignedZeros) {
+    if (scalar_float) {
+      std::vector<float> v(elems);
+      const float sign = (seed & 1) ? -1.0f : 1.0f;
+      for (auto& x : v) {
+        const uint64_t r = rng() % 3;
+        x = r == 0 ? 0.0f : r == 1 ? -0.0f : sign * 0.001f * static_cast<float>(1 + rng() % 7);
+      }
+      return *encode_from_f32(dtype, v);
+    }
+    if (info.block_elems == 1 && info.block_bytes == 1) {
+      for (auto& b : out) b = static_cast<std::byte>(rng() % 3 == 0 ? 0x00 : rng() % 2 ? 0x80 : ((seed & 1) ? 0x80 : 0) | 0x21);
+      return out;
+    }
+    return out;
+  }
+  if (scalar_float) {
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> v(elems);
+    for (auto& x : v) x = normal(rng);
+    for (uint64_t i = 0; i < elems; i += 997) v[i] = 0.0f;
+    for (uint64_t i = 5; i < elems; i += 1999) v[i] = -0.0f;
+    if (elems > 4000) {
+      v[17] = std::numeric_limits<float>::quiet_NaN();
+      v[900] = -std::numeric_limits<float>::infinity();
+      v[3001] = std::numeric_limits<float>::infinity();
+    }
+    return *encode_from_f32(dtype, v);
+  }
+  if (info.block_elems == 1) {
+    // Byte-sized floats: mostly finite codes, a few of everything else.
+    for (uint64_t i = 0; i < bytes; ++i) {
+      const uint64_t r = rng();
+      out[i] = static_cast<std::byte>((r & 0x80u) | ((r >> 8) % 0x70u));
+    }
+    if (bytes > 3000) out[123] = static_cast<std::byte>(0x7f), out[2500] = static_cast<std::byte>(0xfc);
+    return out;
+  }
+  // Block types: random quants under plausible scales; one block with a NaN and one with an Inf scale.
+  const auto offsets = scale_offsets(dtype);
+  for (uint64_t b = 0; b < bytes / info.block_bytes; ++b) {
+    for (uint32_t off : offsets) {
+      uint16_t h = f32_to_f16(0.0005f + 0.002f * static_cast<float>(rng() % 1000) / 1000.0f);
+      if (b == 3) h = 0x7e01;  // NaN
+      if (b == 5) h = 0x7c00;  // +Inf
+      std::memcpy(out.data() + b * info.block_bytes + off, &h, 2);
+    }
+  }
+  return out;
+}
+
+// ---- Running one instance ----------------------------------------------------------------------
+
+TM_TensorArg tensor_arg(DType dtype, std::vector<uint64_t> shape, uint64_t nbytes) {
+  TM_TensorArg a{};
+  a.struct_size = sizeof a;
+  a.dtype = to_abi_dtype(dtype);
+  a.rank = static_cast<uint32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) a.shape[i] = shape[i];
+  a.nbytes = nbytes;
+  return a;
+}
+
+TM_ExecutionPolicy bitwise() {
+  TM_ExecutionPolicy p{};
+  p.struct_size = sizeof p;
+  p.exactness_floor = TM_EXACT_BITWISE;
+  return p;
+}
+
+std::string tile_label(DType dtype, const ops::ViewRange& v, uint32_t tile, Data data) {
+  return std::string(dtype_name(dtype)) + " " + data_name(data) + " view [" + std::to_string(v.row_begin) + ", " +
+         std::to_string(v.row_end) + ") x [" + std::to_string(v.col_begin) + ", " + std::to_string(v.col_end) +
+         ") tile " + std::to_string(tile);
+}
+
+/// The backends to check: every one but the CPU, with a device.
+std::vector<const compute::Backend*> backends_under_test(ops::ComputeSession& session) {
+  std::vector<const compute::Backend*> out;
+  for (const auto& b : session.backends()) {
+    if (b->name() != "cpu") out.push_back(b.get());
+  }
+  return out;
+}
+
+/// Why nothing was tested: each non-CPU backend source and its load report.
+std::string why_nothing(ops::ComputeSession& session) {
+  std::string why;
+  for (const auto& r : session.load_reports()) {
+    if (r.name == "cpu") continue;
+    why += "\n  " + (r.name.empty() ? r.library_path : r.name) + ": " +
+           (r.available ? "available" : "unavailable: " + r.detail);
+  }
+  return why.empty() ? " (no backend besides the CPU was found)" : why;
+}
+
+bool declares_bitwise(const compute::Backend& b, const char* op, DType dtype, TM_ShapeClass shape) {
+  auto s = b.query(op, to_abi_dtype(dtype), shape);
+  return s.ok() && s->level != TM_SUPPORT_NONE && s->exactness == TM_EXACT_BITWISE;
+}
+
+/// Runs `op` on `backend` twice: with the input copied into a buffer of its own (the scheduler's
+/// resident path) and with host memory (its streaming path); returns the two outputs' bytes.
+struct TwoRuns {
+  std::vector<std::byte> resident, streamed;
+};
+
+Result<TwoRuns> run_both_ways(const compute::Backend& b, const TM_TensorArg& in_template, const void* host_in,
+                              TM_TensorArg out_template, std::vector<TM_Attribute> attrs, const char* op_id) {
+  TwoRuns runs;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::byte>& out = pass == 0 ? runs.resident : runs.streamed;
+    out.assign(out_template.nbytes, std::byte{0xa5});
+    TM_TensorArg in = in_template;
+    TM_Buffer* buffer = nullptr;
+    if (pass == 0 && !b.host_visible()) {
+      TM_ASSIGN_OR_RETURN(buffer, b.allocate(in.nbytes));
+      TM_RETURN_IF_ERROR(b.write(buffer, host_in, in.nbytes));
+      in.buffer = buffer;
+    } else {
+      in.host_data = host_in;
+    }
+    TM_TensorArg o = out_template;
+    o.host_out = out.data();
+    TM_OpInstance instance{sizeof(TM_OpInstance), op_id, &in, 1, &o, 1, attrs.data(), static_cast<uint32_t>(attrs.size())};
+    auto report = b.execute(instance, bitwise());
+    if (buffer) b.release(buffer);
+    if (!report.ok()) return report.status();
+    if (report->exactness != TM_EXACT_BITWISE) return Status::Internal("report is not bitwise");
+  }
+  return runs;
+}
+
+TM_Attribute attr_i(const char* name, int64_t v) { return {sizeof(TM_Attribute), name, v, 0.0}; }
+TM_Attribute attr_f(const char* name, double v) { return {sizeof(TM_Attribute), name, 0, v}; }
+
+/// Field-by-field description of the first differing tile (for failure messages).
+std::string first_difference(const TM_TileStats* got, const TM_TileStats* want, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(TM_TileStats)) == 0) continue;
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "tile %zu: count %llu/%llu nan %llu/%llu +inf %llu/%llu -inf %llu/%llu zeros %llu/%llu sum %a/%a "
+                  "sum_sq %a/%a min %a/%a max %a/%a absmax %a/%a",
+                  i, (unsigned long long)got[i].count, (unsigned long long)want[i].count,
+                  (unsigned long long)got[i].nan, (unsigned long long)want[i].nan,
+                  (unsigned long long)got[i].pos_inf, (unsigned long long)want[i].pos_inf,
+                  (unsigned long long)got[i].neg_inf, (unsigned long long)want[i].neg_inf,
+                  (unsigned long long)got[i].zeros, (unsigned long long)want[i].zeros, got[i].sum, want[i].sum,
+                  got[i].sum_sq, want[i].sum_sq, static_cast<double>(got[i].min), static_cast<double>(want[i].min),
+                  static_cast<double>(got[i].max), static_cast<double>(want[i].max),
+                  static_cast<double>(got[i].absmax), static_cast<double>(want[i].absmax));
+    return text;
+  }
+  return "no difference";
+}
+
+// ---- The conformance tests -----------------------------------------------------------------------
+
+TEST(BackendConformance, TileStatsEqualsTheCpuReferenceBitForBit) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  const auto backends = backends_under_test(*session);
+  if (backends.empty()) GTEST_SKIP() << "no device for any non-CPU backend:" << why_nothing(*session);
+  constexpr uint64_t kRows = 300, kCols = 512;
+  struct Case {
+    ops::ViewRange view;
+    uint32_t tile;
+  };
+  const Case cases[] = {
+      {{0, kRows, 0, kCols}, 8},    {{0, kRows, 0, kCols}, 16},   {{0, kRows, 0, kCols}, 32},
+      {{0, kRows, 0, kCols}, 64},   {{0, kRows, 0, kCols}, 128},  {{0, kRows, 0, kCols}, 256},
+      {{0, kRows, 0, kCols}, 4096}, {{3, 290, 4, 500}, 64},      {{3, 290, 5, 501}, 32},
+      {{17, 18, 256, 512}, 8},      {{0, kRows, 100, 100}, 16},
+  };
+  int checked = 0;
+  for (const compute::Backend* b : backends) {
+    for (DType dtype : all_decodable()) {
+      if (!declares_bitwise(*b, TM_OP_TILE_STATS, dtype, TM_SHAPE_MATRIX)) continue;
+      for (Data data : {Data::kWeights, Data::kRandomBits, Data::kSignedZeros}) {
+        const auto bytes = make_data(dtype, kRows * kCols, data, 11u + static_cast<uint32_t>(dtype) * 3 +
+                                                                     static_cast<uint32_t>(data));
+        for (const Case& c : cases) {
+          const ops::TileGrid grid = ops::tile_grid(c.view, c.tile);
+          std::vector<TM_TileStats> want(grid.count());
+          ASSERT_TRUE(ops::tile_stats_reference({dtype, bytes, kRows, kCols}, c.view, c.tile, want).ok());
+          const TM_TensorArg in = tensor_arg(dtype, {kRows, kCols}, bytes.size());
+          const TM_TensorArg out = tensor_arg(DType::kU8, {want.size() * sizeof(TM_TileStats)},
+                                              want.size() * sizeof(TM_TileStats));
+          auto runs = run_both_ways(*b, in, bytes.data(), out,
+                                    {attr_i("row_begin", static_cast<int64_t>(c.view.row_begin)),
+                                     attr_i("row_end", static_cast<int64_t>(c.view.row_end)),
+                                     attr_i("col_begin", static_cast<int64_t>(c.view.col_begin)),
+                                     attr_i("col_end", static_cast<int64_t>(c.view.col_end)), attr_i("tile", c.tile)},
+                                    TM_OP_TILE_STATS);
+          const std::string label = b->name() + ": " + tile_label(dtype, c.view, c.tile, data);
+          ASSERT_TRUE(runs.ok()) << label << ": " << runs.status().to_string();
+          for (const auto* got : {&runs->resident, &runs->streamed}) {
+            ASSERT_EQ(0, std::memcmp(got->data(), want.data(), got->size()))
+                << label << (got == &runs->resident ? " (resident)" : " (streamed)") << ": "
+                << first_difference(reinterpret_cast<const TM_TileStats*>(got->data()), want.data(), want.size());
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no backend declared tile_stats bitwise for any dtype";
+  std::printf("tile_stats: %d (backend, dtype, data, view, tile) cases bitwise equal to the CPU reference\n", checked);
+}
+
+TEST(BackendConformance, DecodeEqualsTheCpuReferenceBitForBit) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  const auto backends = backends_under_test(*session);
+  if (backends.empty()) GTEST_SKIP() << "no device for any non-CPU backend:" << why_nothing(*session);
+  int checked = 0;
+  for (const compute::Backend* b : backends) {
+    for (DType dtype : all_decodable()) {
+      if (!declares_bitwise(*b, TM_OP_DECODE, dtype, TM_SHAPE_VECTOR)) continue;
+      for (Data data : {Data::kWeights, Data::kRandomBits}) {
+        for (uint64_t elems : {uint64_t{256} * 67, uint64_t{256} * 1024 + (dtype_info(dtype).block_elems == 1 ? 3 : 0)}) {
+          const auto bytes = make_data(dtype, elems, data, 5u + static_cast<uint32_t>(dtype));
+          std::vector<float> want(elems);
+          ASSERT_TRUE(ops::decode_reference({dtype, bytes, elems}, want).ok());
+          auto runs = run_both_ways(*b, tensor_arg(dtype, {elems}, bytes.size()), bytes.data(),
+                                    tensor_arg(DType::kF32, {elems}, elems * 4), {}, TM_OP_DECODE);
+          const std::string label = b->name() + ": decode " + std::string(dtype_name(dtype)) + " " + data_name(data) +
+                                    " x" + std::to_string(elems);
+          ASSERT_TRUE(runs.ok()) << label << ": " << runs.status().to_string();
+          for (const auto* got : {&runs->resident, &runs->streamed}) {
+            for (uint64_t i = 0; i < elems; ++i) {
+              uint32_t g, w;
+              std::memcpy(&g, got->data() + 4 * i, 4);
+              std::memcpy(&w, &want[i], 4);
+              ASSERT_EQ(g, w) << label << (got == &runs->resident ? " (resident)" : " (streamed)") << " element " << i;
+            }
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no backend declared decode bitwise for any dtype";
+  std::printf("decode: %d (backend, dtype, data, size) cases bitwise equal to the CPU reference\n", checked);
+}
+
+TEST(BackendConformance, HistogramEqualsTheCpuReference) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  const auto backends = backends_under_test(*session);
+  if (backends.empty()) GTEST_SKIP() << "no device for any non-CPU backend:" << why_nothing(*session);
+  struct Bins {
+    double lo, hi;
+    uint64_t bins;
+  };
+  // Shared-memory counters, global counters (more bins than fit in shared memory), and a range
+  // whose edges cut right through the data.
+  const Bins ranges[] = {{-0.05, 0.05, 64}, {-0.001, 0.002, 20000}, {0.0, 1e-3, 7}};
+  int checked = 0;
+  for (const compute::Backend* b : backends) {
+    for (DType dtype : all_decodable()) {
+      if (!declares_bitwise(*b, TM_OP_HISTOGRAM, dtype, TM_SHAPE_VECTOR)) continue;
+      for (Data data : {Data::kWeights, Data::kRandomBits}) {
+        const uint64_t elems = uint64_t{256} * 300;
+        const auto bytes = make_data(dtype, elems, data, 23u + static_cast<uint32_t>(dtype));
+        for (const Bins& r : ranges) {
+          std::vector<uint64_t> want(r.bins + 3);
+          ASSERT_TRUE(ops::histogram_reference({dtype, bytes, elems}, r.lo, r.hi, r.bins, want).ok());
+          auto runs = run_both_ways(*b, tensor_arg(dtype, {elems}, bytes.size()), bytes.data(),
+                                    tensor_arg(DType::kU64, {r.bins + 3}, (r.bins + 3) * 8),
+                                    {attr_f("lo", r.lo), attr_f("hi", r.hi), attr_i("bins", static_cast<int64_t>(r.bins))},
+                                    TM_OP_HISTOGRAM);
+          const std::string label = b->name() + ": histogram " + std::string(dtype_name(dtype)) + " " +
+                                    data_name(data) + " " + std::to_string(r.bins) + " bins";
+          ASSERT_TRUE(runs.ok()) << label << ": " << runs.status().to_string();
+          ASSERT_EQ(0, std::memcmp(runs->resident.data(), want.data(), want.size() * 8)) << label << " (resident)";
+          ASSERT_EQ(0, std::memcmp(runs->streamed.data(), want.data(), want.size() * 8)) << label << " (streamed)";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no backend declared histogram bitwise for any dtype";
+  std::printf("histogram: %d (backend, dtype, data, bins) cases equal to the CPU reference\n", checked);
+}
+
+TEST(BackendConformance, SchedulerPlacesWhatABackendDeclaresAndFallsBackForTheRest) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  const auto backends = backends_under_test(*session);
+  if (backends.empty()) GTEST_SKIP() << "no device for any non-CPU backend:" << why_nothing(*session);
+  for (const compute::Backend* b : backends) {
+    auto only = open_session("only=" + b->name() + ",cpu");
+    // A dtype the backend declares runs there; one it does not runs on the CPU, with the reason.
+    for (DType dtype : {DType::kBF16, DType::kQ5_K, DType::kI8}) {
+      if (!dtype_decodable(dtype)) continue;
+      const uint64_t elems = 256 * 64;
+      const auto bytes = make_data(dtype, elems, Data::kRandomBits, 99);
+      std::vector<float> out(elems);
+      compute::OpRequest req;
+      req.op = TM_OP_DECODE;
+      req.inputs.push_back({to_abi_dtype(dtype), {elems}, bytes, 0});
+      req.outputs.push_back({TM_DTYPE_F32, {elems}, std::as_writable_bytes(std::span(out))});
+      only->scheduler().set_constraints(*compute::parse_constraints("prefer=" + b->name()));
+      auto placed = only->scheduler().run(req);
+      ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+      ASSERT_TRUE(placed->executed);
+      if (declares_bitwise(*b, TM_OP_DECODE, dtype, TM_SHAPE_VECTOR)) {
+        EXPECT_EQ(placed->record.backend, b->name()) << placed->record.to_json().dump();
+      } else {
+        EXPECT_EQ(placed->record.backend, "cpu") << placed->record.to_json().dump();
+        EXPECT_NE(placed->record.reason_detail.find("unsupported"), std::string::npos) << placed->record.reason_detail;
+      }
+    }
+  }
+}
+
+// ---- The GPU modules load everywhere, and say why they cannot run -----------------------------
+
+/// What a module says about itself through the bare ABI (no session involved).
+struct ModuleFacts {
+  bool loaded = false;
+  std::string load_error;
+  uint32_t abi = 0;
+  std::string name;
+  bool refuses_other_major = false;
+  uint32_t devices = 0;
+  std::string why_none;
+  bool device_count_ok = false;
+};
+
+ModuleFacts probe_module(const fs::path& path) {
+  ModuleFacts f;
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* e = dlerror();
+    f.load_error = e ? e : "dlopen failed";
+    return f;
+  }
+  f.loaded = true;
+  auto version = reinterpret_cast<TM_PluginAbiVersionFn>(dlsym(lib, TM_PLUGIN_ABI_VERSION_SYMBOL));
+  auto get_api = reinterpret_cast<TM_PluginGetApiFn>(dlsym(lib, TM_PLUGIN_GET_API_SYMBOL));
+  if (version && get_api) {
+    f.abi = version();
+    f.refuses_other_major = get_api(TM_PLUGIN_ABI_MAJOR + 1, 0) == nullptr;
+    if (const TM_PluginApi* api = get_api(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR)) {
+      f.name = api->name ? api->name : "";
+      char why[512] = {0};
+      TM_Error* error = api->device_count(&f.devices, why, sizeof why);
+      f.device_count_ok = error == nullptr;
+      if (error) api->error_destroy(error);
+      f.why_none = why;
+    }
+  }
+  dlclose(lib);
+  return f;
+}
+
+TEST(GpuModules, CudaModuleLoadsAndSaysWhyItIsUnavailable) {
+  const fs::path path = kPluginDir / "libtm_cuda.so";
+  if (!kCudaModuleBuilt) GTEST_SKIP() << "nvcc was not found when this build was configured: no CUDA module";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  const ModuleFacts f = probe_module(path);
+  ASSERT_TRUE(f.loaded) << f.load_error;
+  EXPECT_EQ(f.abi, TM_PLUGIN_ABI_VERSION_PACK(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR));
+  EXPECT_TRUE(f.refuses_other_major);
+  EXPECT_EQ(f.name, "cuda");
+  ASSERT_TRUE(f.device_count_ok);
+  if (f.devices == 0) {
+    EXPECT_FALSE(f.why_none.empty()) << "device_count gave 0 devices without a reason";
+    std::printf("cuda module: loaded, no device: %s\n", f.why_none.c_str());
+  }
+  // Through the host: `tensormorph backends` shows this report.
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  bool reported = false;
+  for (const auto& r : session->load_reports()) {
+    if (r.library_path.find("libtm_cuda.so") == std::string::npos) continue;
+    reported = true;
+    EXPECT_EQ(r.name, "cuda");
+    EXPECT_FALSE(r.builtin);
+    EXPECT_EQ(r.available, f.devices > 0);
+    if (!r.available) EXPECT_EQ(r.detail, f.why_none);
+  }
+  EXPECT_TRUE(reported) << "the session did not load " << path;
+}
+
+TEST(GpuModules, HipModuleLoadsAndSaysItIsNotRunHere) {
+  const fs::path path = kPluginDir / "libtm_hip.so";
+  if (!kHipModuleBuilt) GTEST_SKIP() << "hipcc was not found (or this is a sanitizer build): no HIP module";
+  ASSERT_TRUE(fs::exists(path)) << path;
+  const ModuleFacts f = probe_module(path);
+  ASSERT_TRUE(f.loaded) << f.load_error;
+  EXPECT_TRUE(f.refuses_other_major);
+  EXPECT_EQ(f.name, "hip");
+  ASSERT_TRUE(f.device_count_ok);
+  if (f.devices == 0) {
+    EXPECT_NE(f.why_none.find("built, not run on these machines"), std::string::npos) << f.why_none;
+    std::printf("hip module: loaded, no device: %s\n", f.why_none.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph

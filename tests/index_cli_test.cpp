@@ -1,0 +1,391 @@
+// End-to-end tests of `tensormorph index` and `tensormorph stats` (issue 4): every kind of path,
+// the index built on demand, the cache fallback for a read-only directory, and kill -9 atomicity.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors/safetensors.h"
+#include "index/index_builder.h"
+#include "ops/compute_session.h"
+#include "tensormorph/open.h"
+#include "test_util.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_bytes;
+using testing::run_cli;
+using testing::TempDir;
+
+struct F32Tensor {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::vector<float> values;
+};
+
+std::vector<float> random_values(std::mt19937_64& rng, uint64_t n) {
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+void write_f32_safetensors(const fs::path& path, const std::vector<F32Tensor>& tensors) {
+  std::vector<safetensors::TensorToWrite> out;
+  for (const auto& t : tensors) out.push_back({t.name, DType::kF32, t.shape, std::as_bytes(std::span(t.values))});
+  const Status written = safetensors::write_file(path, out, {});
+  ASSERT_TRUE(written.ok()) << written.message();
+}
+
+// A sharded set of two shards in `dir` with its model.safetensors.index.json.
+void write_two_shards(const fs::path& dir, std::mt19937_64& rng) {
+  write_f32_safetensors(dir / "model-00001-of-00002.safetensors",
+                        {{"layer.0.weight", {64, 80}, random_values(rng, 64 * 80)},
+                         {"layer.0.bias", {80}, random_values(rng, 80)}});
+  write_f32_safetensors(dir / "model-00002-of-00002.safetensors",
+                        {{"layer.1.weight", {300, 20}, random_values(rng, 6000)}});
+  const nlohmann::json index = {{"metadata", nlohmann::json::object()},
+                                {"weight_map",
+                                 {{"layer.0.weight", "model-00001-of-00002.safetensors"},
+                                  {"layer.0.bias", "model-00001-of-00002.safetensors"},
+                                  {"layer.1.weight", "model-00002-of-00002.safetensors"}}}};
+  testing::write_bytes(dir / "model.safetensors.index.json", index.dump());
+}
+
+// "tensors     N: X indexed, Y reused, Z skipped" from `tensormorph index`'s summary.
+struct Counts {
+  int total = -1, indexed = -1, reused = -1, skipped = -1;
+};
+
+Counts parse_counts(const std::string& out) {
+  Counts c;
+  const auto at = out.find("tensors ");
+  if (at != std::string::npos) {
+    std::sscanf(out.c_str() + at, "tensors %d: %d indexed, %d reused, %d skipped", &c.total, &c.indexed, &c.reused,
+                &c.skipped);
+  }
+  return c;
+}
+
+void expect_summary_lines(const testing::CliResult& r) {
+  for (const char* line : {"index       ", "tensors     ", "bytes       ", "time        ", "operations  "}) {
+    EXPECT_NE(r.out.find(std::string("\n") + line), std::string::npos) << "missing '" << line << "' in:\n" << r.out;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the binary as a child we control (kill it, change its user and environment).
+
+struct Child {
+  pid_t pid = -1;
+  fs::path out, err;
+};
+
+// Starts the CLI with stdout/stderr in `dir`. `env` entries are NAME=VALUE set in the child;
+// `as_nobody` drops to uid/gid 65534 first (exit 126 when that is impossible).
+Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir, const std::vector<std::string>& env = {},
+                bool as_nobody = false) {
+  Child child{-1, dir / "child.out", dir / "child.err"};
+  std::vector<std::string> argv_storage = {TM_CLI_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  child.pid = ::fork();
+  if (child.pid == 0) {
+    const int out = ::open(child.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(child.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = ::open("/dev/null", O_RDONLY);
+    if (out < 0 || err < 0 || in < 0) ::_exit(125);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    for (const auto& e : env) {
+      const auto eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    if (as_nobody && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(126);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return child;
+}
+
+int wait_exit_code(const Child& child) {
+  int status = 0;
+  if (::waitpid(child.pid, &status, 0) != child.pid) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. The commands on every kind of path.
+
+TEST(IndexCli, IndexesADirectoryAnIndexJsonAndASingleFile) {
+  TempDir dir;
+  std::mt19937_64 rng(1);
+  fs::create_directory(dir / "sharded");
+  write_two_shards(dir / "sharded", rng);
+
+  auto r = run_cli({"index", (dir / "sharded").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_summary_lines(r);
+  Counts c = parse_counts(r.out);
+  EXPECT_EQ(c.total, 3);
+  EXPECT_EQ(c.indexed, 3);
+  EXPECT_EQ(c.reused, 0);
+  EXPECT_EQ(c.skipped, 0);
+  const fs::path sidecar = dir / "sharded" / "model.safetensors.index.tmindex";
+  ASSERT_TRUE(fs::exists(sidecar)) << r.out;
+  EXPECT_NE(r.out.find(sidecar.string()), std::string::npos) << r.out;
+  EXPECT_TRUE(index::read_index(sidecar).ok());
+
+  // The index JSON names the same checkpoint: same sidecar, nothing to do.
+  r = run_cli({"index", (dir / "sharded" / "model.safetensors.index.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_summary_lines(r);
+  c = parse_counts(r.out);
+  EXPECT_EQ(c.indexed, 0);
+  EXPECT_EQ(c.reused, 3);
+  EXPECT_NE(r.out.find("up to date"), std::string::npos) << r.out;
+
+  // A single shard is a checkpoint of its own, with its own sidecar.
+  const fs::path shard = dir / "sharded" / "model-00001-of-00002.safetensors";
+  r = run_cli({"index", shard.string(), "--tile", "16", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_summary_lines(r);
+  c = parse_counts(r.out);
+  EXPECT_EQ(c.total, 2);
+  EXPECT_EQ(c.indexed, 2);
+  auto single = index::read_index(fs::path(shard.string() + ".tmindex"));
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  EXPECT_EQ(single->tile, 16u);
+  EXPECT_EQ(single->tensors.size(), 2u);
+}
+
+TEST(IndexCli, IndexReportsErrorsAndBadOptions) {
+  TempDir dir;
+  auto r = run_cli({"index", (dir / "missing.safetensors").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("missing.safetensors"), std::string::npos) << r.err;
+  std::mt19937_64 rng(2);
+  write_f32_safetensors(dir / "m.safetensors", {{"w", {4, 4}, random_values(rng, 16)}});
+  for (const char* tile : {"5000", "100"}) {
+    r = run_cli({"index", (dir / "m.safetensors").string(), "--tile", tile});
+    EXPECT_NE(r.exit_code, 0) << "--tile " << tile << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(dir / "m.safetensors.tmindex")) << "--tile " << tile;
+  }
+}
+
+TEST(IndexCli, StatsJsonBuildsTheIndexOnDemandAndMatchesTheLibrary) {
+  TempDir dir;
+  std::mt19937_64 rng(3);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<F32Tensor> tensors = {{"dense", {300, 500}, random_values(rng, 150000)},
+                                    {"with_nan", {2, 4}, {1.0f, nan, -3.0f, inf, 0.0f, -inf, 2.5f, nan}},
+                                    {"all_nan", {3}, {nan, nan, nan}},
+                                    {"vector", {1000}, random_values(rng, 1000)}};
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, tensors);
+  const fs::path sidecar = dir / "model.safetensors.tmindex";
+  ASSERT_FALSE(fs::exists(sidecar));
+
+  auto r = run_cli({"stats", file.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(sidecar)) << "stats builds the index beside the checkpoint";
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "tensormorph.stats/1");
+  ASSERT_EQ(j["tensors"].size(), tensors.size());
+
+  // The library's numbers for the same checkpoint and tile size.
+  auto session = ops::ComputeSession::open(ops::SessionOptions{});
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto ckpt = open_checkpoint(file);
+  ASSERT_TRUE(ckpt.ok());
+  index::IndexOptions options;
+  options.location = dir / "library.tmindex";
+  index::IndexContents contents;
+  auto report = index::update_index((*session)->scheduler(), **ckpt, options, &contents);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(contents.tensors.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& row = j["tensors"][i];
+    const auto s = ops::summarize(contents.tensors[i].levels.back().tiles[0]);
+    SCOPED_TRACE(tensors[i].name);
+    EXPECT_EQ(row["name"], tensors[i].name);
+    EXPECT_EQ(row["count"].get<uint64_t>(), s.count);
+    EXPECT_EQ(row["finite"].get<uint64_t>(), s.finite);
+    EXPECT_EQ(row["nan"].get<uint64_t>(), s.nan);
+    EXPECT_EQ(row["pos_inf"].get<uint64_t>(), s.pos_inf);
+    EXPECT_EQ(row["neg_inf"].get<uint64_t>(), s.neg_inf);
+    EXPECT_EQ(row["zeros"].get<uint64_t>(), s.zeros);
+    EXPECT_EQ(row["min"].get<double>(), s.min);
+    EXPECT_EQ(row["max"].get<double>(), s.max);
+    EXPECT_EQ(row["absmax"].get<double>(), s.absmax);
+    EXPECT_EQ(row["mean"].get<double>(), s.mean());
+    EXPECT_EQ(row["std"].get<double>(), s.stddev());
+  }
+  EXPECT_EQ(j["tensors"][1]["nan"], 2);
+  EXPECT_EQ(j["tensors"][1]["min"].get<double>(), -3.0);
+  EXPECT_EQ(j["tensors"][1]["max"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["tensors"][1]["mean"].get<double>(), 0.5 / 4);
+  EXPECT_EQ(j["tensors"][2]["finite"], 0);
+  EXPECT_EQ(j["tensors"][2]["mean"].get<double>(), 0.0);
+
+  // A second stats run reads the index it built: the file is not rewritten.
+  const auto before = fs::last_write_time(sidecar);
+  r = run_cli({"stats", file.string(), "--json", "--tensor", "dense"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fs::last_write_time(sidecar), before);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors"].size(), 1u);
+}
+
+TEST(IndexCli, ReadOnlyCheckpointDirectoryIndexesIntoTheCache) {
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms(0755));
+  const fs::path ro = dir / "ro", cache = dir / "cache";
+  fs::create_directories(ro);
+  fs::create_directories(cache / "xdg");
+  std::mt19937_64 rng(4);
+  write_f32_safetensors(ro / "model.safetensors",
+                        {{"a", {30, 40}, random_values(rng, 1200)}, {"b", {5}, {1, 2, 3, 4, 5}}});
+  fs::permissions(ro / "model.safetensors", fs::perms(0644));
+  fs::permissions(ro, fs::perms(0555));
+  fs::permissions(cache, fs::perms(0777));
+  fs::permissions(cache / "xdg", fs::perms(0777));
+  // Root ignores directory permissions, so as root the child runs as `nobody`.
+  const bool root = ::geteuid() == 0;
+  const Child child = spawn_cli({"stats", (ro / "model.safetensors").string(), "--json"}, dir.path(),
+                                {"XDG_CACHE_HOME=" + (cache / "xdg").string(), "HOME=" + cache.string(),
+                                 "XDG_CONFIG_HOME=" + (cache / "config").string()},
+                                root);
+  const int code = wait_exit_code(child);
+  fs::permissions(ro, fs::perms(0755));
+  if (code == 126) GTEST_SKIP() << "cannot drop root privileges to test a read-only directory";
+  ASSERT_EQ(code, 0) << read_bytes(child.err);
+  const auto j = nlohmann::json::parse(read_bytes(child.out));
+  ASSERT_EQ(j["tensors"].size(), 2u);
+  EXPECT_EQ(j["tensors"][1]["mean"].get<double>(), 3.0);
+
+  EXPECT_FALSE(fs::exists(ro / "model.safetensors.tmindex"));
+  std::vector<fs::path> cached;
+  for (const auto& e : fs::directory_iterator(cache / "xdg" / "tensormorph")) cached.push_back(e.path());
+  ASSERT_EQ(cached.size(), 1u);
+  const std::string name = cached[0].filename().string();
+  EXPECT_TRUE(name.size() > 17 && name.substr(16) == "-model.safetensors.tmindex") << name;
+  auto stored = index::read_index(cached[0]);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->tensors.size(), 2u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. kill -9 never leaves a corrupt index, and the re-run resumes.
+
+constexpr uint64_t kBigRows = 1024, kBigCols = 1024;  // 4 MiB of F32 per tensor
+
+// A safetensors file of `count` [1024, 1024] F32 tensors named <prefix>.<i>, written directly
+// (cheap values, no fsync) so a few hundred MB take well under a second.
+void write_big_shard(const fs::path& path, const std::string& prefix, int count) {
+  std::string header = "{";
+  const uint64_t bytes = kBigRows * kBigCols * 4;
+  for (int i = 0; i < count; ++i) {
+    if (i) header += ",";
+    header += "\"" + prefix + "." + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1024,1024],\"data_offsets\":[" +
+              std::to_string(uint64_t(i) * bytes) + "," + std::to_string(uint64_t(i + 1) * bytes) + "]}";
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t length = header.size();
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out << header;
+  std::vector<float> values(kBigRows * kBigCols);
+  for (int i = 0; i < count; ++i) {
+    for (size_t k = 0; k < values.size(); ++k) values[k] = float((k * 2654435761u + uint64_t(i)) % 2001) * 1e-3f - 1.0f;
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(bytes));
+  }
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Runs `index` and kills it with SIGKILL once it has started reading tensor data.
+void index_and_kill(const fs::path& target, const fs::path& dir) {
+  const Child child = spawn_cli({"index", target.string()}, dir);
+  ASSERT_GT(child.pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_bytes(child.err).find("indexing") != std::string::npos) break;
+    int status = 0;
+    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) return;  // finished before we could kill it
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(child.pid, SIGKILL);
+  ::waitpid(child.pid, nullptr, 0);
+}
+
+TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
+  TempDir dir;
+  constexpr int kFirst = 16, kSecond = 56;  // 64 MiB + 224 MiB
+  write_big_shard(dir / "big-00001-of-00002.safetensors", "first", kFirst);
+  write_big_shard(dir / "big-00002-of-00002.safetensors", "second", kSecond);
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (int i = 0; i < kFirst; ++i) weight_map["first." + std::to_string(i)] = "big-00001-of-00002.safetensors";
+  for (int i = 0; i < kSecond; ++i) weight_map["second." + std::to_string(i)] = "big-00002-of-00002.safetensors";
+  const fs::path json = dir / "big.safetensors.index.json";
+  testing::write_bytes(json, nlohmann::ordered_json({{"weight_map", weight_map}}).dump());
+  const fs::path sidecar = dir / "big.safetensors.index.tmindex";
+  fs::create_directory(dir / "logs");
+
+  // From scratch: killed mid-run, the index is absent or valid; the re-run reuses what it holds.
+  index_and_kill(json, dir / "logs");
+  size_t held = 0;
+  if (fs::exists(sidecar)) {
+    auto partial = index::read_index(sidecar);
+    ASSERT_TRUE(partial.ok()) << "kill -9 left a corrupt index: " << partial.status().message();
+    held = partial->tensors.size();
+  }
+  auto r = run_cli({"index", json.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Counts c = parse_counts(r.out);
+  EXPECT_EQ(c.total, kFirst + kSecond);
+  EXPECT_EQ(c.reused, static_cast<int>(held)) << r.out;
+  EXPECT_EQ(c.indexed + c.reused, kFirst + kSecond) << r.out;
+
+  // With a complete index on disk and shard 2 stale: killed mid-run, the old (or a newer) index
+  // stays valid, and the re-run does not redo shard 1.
+  fs::last_write_time(dir / "big-00002-of-00002.safetensors",
+                      fs::last_write_time(dir / "big-00002-of-00002.safetensors") + std::chrono::seconds(10));
+  index_and_kill(json, dir / "logs");
+  auto after_kill = index::read_index(sidecar);
+  ASSERT_TRUE(after_kill.ok()) << "kill -9 left a corrupt index: " << after_kill.status().message();
+  EXPECT_GE(after_kill->tensors.size(), static_cast<size_t>(kFirst));
+  r = run_cli({"index", json.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  c = parse_counts(r.out);
+  EXPECT_GE(c.reused, kFirst) << r.out;
+  EXPECT_EQ(c.indexed + c.reused, kFirst + kSecond) << r.out;
+  auto final_index = index::read_index(sidecar);
+  ASSERT_TRUE(final_index.ok()) << final_index.status().message();
+  ASSERT_EQ(final_index->tensors.size(), static_cast<size_t>(kFirst + kSecond));
+  for (const auto& t : final_index->tensors) {
+    EXPECT_EQ(t.levels.back().tiles[0].count, kBigRows * kBigCols) << t.name;
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph
