@@ -86,7 +86,8 @@ Counts parse_counts(const std::string& out) {
 
 void expect_summary_lines(const testing::CliResult& r) {
   for (const char* line : {"index       ", "tensors     ", "bytes       ", "time        ", "operations  "}) {
-    EXPECT_NE(r.out.find(std::string("\n") + line), std::string::npos) << "missing '" << line << "' in:\n" << r.out;
+    EXPECT_NE(("\n" + r.out).find(std::string("\n") + line), std::string::npos)
+        << "missing '" << line << "' in:\n" << r.out;
   }
 }
 
@@ -354,7 +355,8 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   // From scratch: killed mid-run, the index is absent or valid; the re-run reuses what it holds.
   index_and_kill(json, dir / "logs");
   size_t held = 0;
-  if (fs::exists(sidecar)) {
+  const bool existed = fs::exists(sidecar);
+  if (existed) {
     auto partial = index::read_index(sidecar);
     ASSERT_TRUE(partial.ok()) << "kill -9 left a corrupt index: " << partial.status().message();
     held = partial->tensors.size();
@@ -362,6 +364,8 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   auto r = run_cli({"index", json.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Counts c = parse_counts(r.out);
+  std::fprintf(stderr, "  (killed from scratch: the index %s; the re-run reused %d)\n",
+               existed ? "was valid" : "was absent", c.reused);
   EXPECT_EQ(c.total, kFirst + kSecond);
   EXPECT_EQ(c.reused, static_cast<int>(held)) << r.out;
   EXPECT_EQ(c.indexed + c.reused, kFirst + kSecond) << r.out;

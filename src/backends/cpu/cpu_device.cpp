@@ -2,7 +2,6 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_reduce.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,22 +41,11 @@ uint32_t hardware_threads() {
 double measure_read_bandwidth_gbps() {
   constexpr double kFallbackGbps = 5.0;
   // 64 MiB: larger than the last-level cache of most machines, small enough to stay ~20 ms.
-  constexpr size_t kBytes = size_t{64} << 20;
-  constexpr size_t kWords = kBytes / sizeof(uint64_t);
-  // An anonymous mapping on 2 MiB pages where the kernel gives them: faulting 64 MiB in on 4 KiB
-  // pages costs more than the measurement itself (about 30 ms of every command's start-up).
-  void* mapping = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) return kFallbackGbps;
-  struct Unmap {
-    void* p;
-    ~Unmap() { ::munmap(p, kBytes); }
-  } unmap{mapping};
-#ifdef MADV_HUGEPAGE
-  (void)::madvise(mapping, kBytes, MADV_HUGEPAGE);
-#endif
-  auto* buffer = static_cast<uint64_t*>(mapping);
+  constexpr size_t kWords = (size_t{64} << 20) / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buffer(new (std::nothrow) uint64_t[kWords]);
+  if (!buffer) return kFallbackGbps;
   for (size_t i = 0; i < kWords; ++i) buffer[i] = i;  // faults the pages in
-  const uint64_t* data = buffer;
+  const uint64_t* data = buffer.get();
   const auto start = std::chrono::steady_clock::now();
   const uint64_t total = tbb::parallel_reduce(
       tbb::blocked_range<size_t>(0, kWords, size_t{1} << 16), uint64_t{0},
