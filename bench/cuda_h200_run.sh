@@ -10,8 +10,9 @@ set -uo pipefail
 build=$(cd "$1" && pwd)
 out=$2
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$build/lib:${LD_LIBRARY_PATH:-}"
 export TENSORMORPH_CONFIG=/tmp/tm_bench_settings.json  # defaults, not the machine's settings
+# Our binaries find the carried libraries; python3 (PyTorch) keeps the machine's own.
+run() { env LD_LIBRARY_PATH="$build/lib:${LD_LIBRARY_PATH:-}" "$@"; }
 step() { echo; echo "== $*"; }
 
 step "machine"
@@ -19,21 +20,22 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 nproc | tee -a "$out/machine.txt"
 
 step "backend_conformance_test"
-"$build/tests/backend_conformance_test" 2>&1 | tee "$out/conformance.txt"
+run "$build/tests/backend_conformance_test" 2>&1 | tee "$out/conformance.txt"
 
 step "cuda_tile_stats_bench"
-"$build/bench/cuda_tile_stats_bench" --gib 1 --reps 20 --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+run "$build/bench/cuda_tile_stats_bench" --gib 1 --reps 20 --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
 
 step "PyTorch peer"
 python3 bench/cuda_torch_peer.py /tmp/tm_bench_bf16.safetensors --reps 10 --json "$out/torch.json" 2>&1 |
   tee "$out/torch.txt"
 
 step "tensormorph backends"
-"$build/tensormorph" backends 2>&1 | head -40 | tee "$out/backends.txt"
+run "$build/tensormorph" backends 2>&1 | head -40 | tee "$out/backends.txt"
 
 for mode in only=cpu auto; do
   step "tensormorph index --compute $mode"
   rm -f /tmp/tm_bench_index_*
-  /usr/bin/time -f "wall %e s, max RSS %M KiB" "$build/tensormorph" index /tmp/tm_bench_bf16.safetensors \
+  TIMEFORMAT="wall %R s"
+  time run "$build/tensormorph" index /tmp/tm_bench_bf16.safetensors \
     --compute "$mode" --explain --index-path "/tmp/tm_bench_index_${mode%%=*}.tmindex" 2>&1 | tee "$out/index_${mode%%=*}.txt"
 done

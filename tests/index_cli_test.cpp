@@ -324,19 +324,22 @@ void write_big_shard(const fs::path& path, const std::string& prefix, int count)
   ASSERT_TRUE(out.good()) << path;
 }
 
-// Runs `index` and kills it with SIGKILL once it has started reading tensor data.
-void index_and_kill(const fs::path& target, const fs::path& dir) {
+// Runs `index` and kills it with SIGKILL once it has started reading tensor data. Returns false
+// when it finished first (the machine was fast or we were slow), so there was nothing to kill.
+bool index_and_kill(const fs::path& target, const fs::path& dir) {
   const Child child = spawn_cli({"index", target.string()}, dir);
-  ASSERT_GT(child.pid, 0);
+  if (child.pid <= 0) return false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (read_bytes(child.err).find("indexing") != std::string::npos) break;
     int status = 0;
-    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) return;  // finished before we could kill it
+    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ::kill(child.pid, SIGKILL);
-  ::waitpid(child.pid, nullptr, 0);
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
 }
 
 TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
@@ -353,7 +356,7 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   fs::create_directory(dir / "logs");
 
   // From scratch: killed mid-run, the index is absent or valid; the re-run reuses what it holds.
-  index_and_kill(json, dir / "logs");
+  const bool killed_first = index_and_kill(json, dir / "logs");
   size_t held = 0;
   const bool existed = fs::exists(sidecar);
   if (existed) {
@@ -364,8 +367,8 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   auto r = run_cli({"index", json.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Counts c = parse_counts(r.out);
-  std::fprintf(stderr, "  (killed from scratch: the index %s; the re-run reused %d)\n",
-               existed ? "was valid" : "was absent", c.reused);
+  std::fprintf(stderr, "  (from scratch: %s; the index %s; the re-run reused %d)\n",
+               killed_first ? "killed" : "finished before the kill", existed ? "was valid" : "was absent", c.reused);
   EXPECT_EQ(c.total, kFirst + kSecond);
   EXPECT_EQ(c.reused, static_cast<int>(held)) << r.out;
   EXPECT_EQ(c.indexed + c.reused, kFirst + kSecond) << r.out;
@@ -374,13 +377,15 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   // stays valid, and the re-run does not redo shard 1.
   fs::last_write_time(dir / "big-00002-of-00002.safetensors",
                       fs::last_write_time(dir / "big-00002-of-00002.safetensors") + std::chrono::seconds(10));
-  index_and_kill(json, dir / "logs");
+  const bool killed_second = index_and_kill(json, dir / "logs");
   auto after_kill = index::read_index(sidecar);
   ASSERT_TRUE(after_kill.ok()) << "kill -9 left a corrupt index: " << after_kill.status().message();
   EXPECT_GE(after_kill->tensors.size(), static_cast<size_t>(kFirst));
   r = run_cli({"index", json.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   c = parse_counts(r.out);
+  std::fprintf(stderr, "  (shard 2 stale: %s; the index held %zu tensors; the re-run reused %d)\n",
+               killed_second ? "killed" : "finished before the kill", after_kill->tensors.size(), c.reused);
   EXPECT_GE(c.reused, kFirst) << r.out;
   EXPECT_EQ(c.indexed + c.reused, kFirst + kSecond) << r.out;
   auto final_index = index::read_index(sidecar);

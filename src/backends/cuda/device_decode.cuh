@@ -44,11 +44,17 @@ struct HostArith {
   }
 };
 
+/// A small integer (|v| < 2^22) as float, exactly, without the int-to-float unit: its bits added
+/// to those of 1.5 * 2^23 (where one unit in the last place is 1), then 1.5 * 2^23 subtracted.
+__device__ __forceinline__ float small_int_to_float(int v) {
+  return __int_as_float(0x4b400000 + v) - 12582912.0f;
+}
+
 /// Exact IEEE half -> float bits, the CPU's formula (subnormals via an exact product).
 __device__ __forceinline__ uint32_t half_bits_to_float_bits(uint32_t half) {
   const uint32_t sign = (half & 0x8000u) << 16;
   const uint32_t magnitude = half & 0x7fffu;
-  if (magnitude < 0x0400u) return sign | __float_as_uint(static_cast<float>(magnitude) * 0x1p-24f);
+  if (magnitude < 0x0400u) return sign | __float_as_uint(small_int_to_float(static_cast<int>(magnitude)) * 0x1p-24f);
   if (magnitude >= 0x7c00u) return sign | ((magnitude << 13) + (224u << 23));
   return sign | ((magnitude << 13) + (112u << 23));
 }
@@ -173,7 +179,7 @@ struct DecQ8_0 : DecBlock<DecQ8_0> {
     const uint32_t q = load4<kAligned ? 2 : 1>(block + 2 + j);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      out[k] = a.mul(static_cast<float>(static_cast<int8_t>(byte_of(q, k))), d);
+      out[k] = a.mul(small_int_to_float(static_cast<int8_t>(byte_of(q, k))), d);
     }
   }
 };
@@ -191,7 +197,7 @@ struct DecQ4_0 : DecBlock<DecQ4_0> {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int v = static_cast<int>((byte_of(q, k) >> shift) & 0xfu) - 8;
-      out[k] = a.mul(static_cast<float>(v), d);
+      out[k] = a.mul(small_int_to_float(v), d);
     }
   }
 };
@@ -220,13 +226,13 @@ struct DecQ4_K : DecBlock<DecQ4_K> {
     const uint32_t p = j / 64, high = (j / 32) & 1u, l = j & 31u;
     uint32_t sc = 0, m = 0;
     k4_scale_min(block + 4, 2 * p + high, sc, m);
-    const float dl = a.mul(d, static_cast<float>(sc));
-    const float ml = a.mul(dmin, static_cast<float>(m));
+    const float dl = a.mul(d, small_int_to_float(static_cast<int>(sc)));
+    const float ml = a.mul(dmin, small_int_to_float(static_cast<int>(m)));
     const uint32_t q = load4<kAligned ? 4 : 1>(block + 16 + 32 * p + l);
     const int shift = high ? 4 : 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      out[k] = a.sub(a.mul(dl, static_cast<float>((byte_of(q, k) >> shift) & 0xfu)), ml);
+      out[k] = a.sub(a.mul(dl, small_int_to_float(static_cast<int>((byte_of(q, k) >> shift) & 0xfu))), ml);
     }
   }
 };
@@ -244,13 +250,13 @@ struct DecQ6_K : DecBlock<DecQ6_K> {
     const uint32_t high = load4<kAligned ? 2 : 1>(block + 128 + 32 * h + l);
     const int scale = static_cast<int8_t>(block[192 + 8 * h + 2 * k + l / 16]);
     const float d = half_to_float(kAligned ? load_u16(block + 208) : load_u16_any(block + 208));
-    const float ds = a.mul(d, static_cast<float>(scale));
+    const float ds = a.mul(d, small_int_to_float(scale));
     const int nibble_shift = k < 2 ? 0 : 4;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const int q = static_cast<int>(((byte_of(low, t) >> nibble_shift) & 0xfu) |
                                      (((byte_of(high, t) >> (2 * k)) & 3u) << 4)) - 32;
-      out[t] = a.mul(ds, static_cast<float>(q));
+      out[t] = a.mul(ds, small_int_to_float(q));
     }
   }
 };

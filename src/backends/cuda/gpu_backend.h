@@ -93,6 +93,8 @@ class GpuBackend {
   const float* f8_table(tm_gpu::KernelDType dtype) const;
   /// The stream kernels run on.
   cudaStream_t compute_stream() const { return compute_; }
+  /// Multiprocessors (SMs / CUs) of the device.
+  uint32_t multiprocessors() const { return multiprocessors_; }
 
   /// Allocates a device buffer (RESOURCE_EXHAUSTED when the device is full).
   Result<std::unique_ptr<GpuBuffer>> allocate(uint64_t bytes);

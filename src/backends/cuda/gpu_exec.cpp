@@ -177,7 +177,8 @@ Result<RunReport> run_tile_stats(GpuBackend& b, const ops::TileStatsArgs& args, 
       TM_RETURN_IF_ERROR(b.check(cudaStreamWaitEvent(stream, b.event(2 + slot), 0), "ordering a chunk"));
       data = chunks[slot];
     }
-    const tm_gpu::TilePlan plan = tm_gpu::plan_tile_stats(*kdt, tile, aligned_at(data), b.options().force_generic);
+    tm_gpu::TilePlan plan = tm_gpu::plan_tile_stats(*kdt, tile, aligned_at(data), b.options().force_generic);
+    plan.max_blocks = 2 * b.multiprocessors();  // the fast kernel's persistent blocks: one wave
     tm_gpu::TileJob job;
     job.data = data;
     job.row_bytes = row_bytes;

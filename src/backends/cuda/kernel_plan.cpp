@@ -41,19 +41,19 @@ KernelBlock kernel_block(KernelDType dtype) {
 
 TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, bool aligned, bool force_generic) {
   TilePlan plan;
-  // Fast path: a row's T slots are G lanes x N words x 4 elements; a block of 8 warps holds
-  // R = 8 * 32 / G rows, which must not exceed the tile's T rows.
+  // Fast path: a row's T slots are G lanes x N words x 4 elements; a warp unit holds S = 32 / G
+  // rows of one tile, which must not exceed the tile's T rows.
   uint32_t lanes = std::max<uint32_t>(1, tile / (4 * max_words(dtype)));
   uint32_t words = tile / (4 * lanes);
-  while (kWarps * (kLanes / lanes) > tile && words > 1) {
+  while (kLanes / lanes > tile && words > 1) {
     words /= 2;
     lanes *= 2;
   }
-  if (aligned && !force_generic && words >= 1 && lanes <= kLanes && kWarps * (kLanes / lanes) <= tile) {
+  if (aligned && !force_generic && words >= 1 && lanes <= kLanes && kLanes / lanes <= tile) {
     plan.fast = true;
     plan.lanes_per_segment = lanes;
     plan.words_per_lane = words;
-    plan.rows_per_block = kWarps * (kLanes / lanes);
+    plan.rows_per_block = kLanes / lanes;
     plan.block_threads = kTileBlockThreads;
     return plan;
   }

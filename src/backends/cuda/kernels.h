@@ -55,8 +55,9 @@ struct TilePlan {
   bool fast = false;               ///< aligned vector path (else the element-wise generic path)
   uint32_t lanes_per_segment = 0;  ///< G: lanes sharing one row of one tile
   uint32_t words_per_lane = 0;     ///< N: 4-element words each lane loads (fast path)
-  uint32_t rows_per_block = 0;     ///< R: rows one block reduces
+  uint32_t rows_per_block = 0;     ///< rows one partial covers: a warp unit's 32 / G (fast), a block's R (generic)
   uint32_t block_threads = 0;      ///< threads per block
+  uint32_t max_blocks = 0;         ///< fast path: persistent blocks to launch at most (0: one per 8 units)
 };
 
 /// Chooses the launch shape for `tile`. `aligned`: the data and every row start are 16-byte
@@ -64,8 +65,9 @@ struct TilePlan {
 /// `force_generic` selects the generic path regardless (tests, benchmarks).
 TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, bool aligned, bool force_generic);
 
-/// Launches the row blocks [job.block_base, job.block_base + blocks) of `plan`.
-cudaError_t launch_tile_rows(KernelDType dtype, const TilePlan& plan, const TileJob& job, uint64_t blocks,
+/// Launches `partials` = tiles * (T / plan.rows_per_block) partial reductions of `plan`: row blocks
+/// [job.block_base, job.block_base + partials) on the generic path, warp units on the fast path.
+cudaError_t launch_tile_rows(KernelDType dtype, const TilePlan& plan, const TileJob& job, uint64_t partials,
                              cudaStream_t stream);
 
 /// Merges each tile's partials (in the canonical order) into `out[first_tile + t]` for the

@@ -55,14 +55,14 @@ __global__ void tile_finalize(TileJob job, uint64_t tiles, TM_TileStats* out) {
 
 }  // namespace
 
-cudaError_t launch_tile_rows(KernelDType dtype, const TilePlan& plan, const TileJob& job, uint64_t blocks,
+cudaError_t launch_tile_rows(KernelDType dtype, const TilePlan& plan, const TileJob& job, uint64_t partials,
                              cudaStream_t stream) {
   switch (dtype) {
     case KernelDType::kQ8_0:
     case KernelDType::kQ4_0:
     case KernelDType::kQ4_K:
-    case KernelDType::kQ6_K: return launch_tile_rows_ggml(dtype, plan, job, blocks, stream);
-    default: return launch_tile_rows_float(dtype, plan, job, blocks, stream);
+    case KernelDType::kQ6_K: return launch_tile_rows_ggml(dtype, plan, job, partials, stream);
+    default: return launch_tile_rows_float(dtype, plan, job, partials, stream);
   }
 }
 

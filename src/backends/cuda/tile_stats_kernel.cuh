@@ -358,33 +358,70 @@ __device__ void exact_extremes(const typename D::Word (&raw)[N], const float* ta
   }
 }
 
-/// Row blocks of the fast path: 8 warps, G lanes per row, N words per lane, R = 8 * 32 / G rows.
+/// Where one warp unit of the fast path sits, as seen by one lane.
+struct LaneUnit {
+  const uint8_t* row = nullptr;  ///< the lane's row (valid when row_ok)
+  uint64_t first_col = 0;        ///< column of the lane's first word
+  bool row_ok = false;           ///< the lane's row lies inside the view
+  bool full = false;             ///< the unit's tile lies wholly inside the view's columns (warp-uniform)
+};
+
+/// Unit `unit` = (tile, k): S = 32 / G rows of the tile, rows k + K * s (s < S), a subtree of the
+/// tile's row order; the lane takes row s = lane / G, words k0 + G * r with k0 = lane % G.
+__device__ __forceinline__ LaneUnit locate_unit(const TileJob& job, uint64_t unit, uint32_t g) {
+  const uint32_t lane = threadIdx.x % kLanes;
+  const uint64_t tile = unit / job.partials_per_tile;
+  const uint64_t k = unit % job.partials_per_tile;
+  const uint64_t tile_row = tile / job.tiles_across, tile_col = tile % job.tiles_across;
+  const uint64_t row = tile_row * job.tile + k + static_cast<uint64_t>(job.partials_per_tile) * (lane / g);
+  const uint64_t col = job.col_begin + tile_col * job.tile;
+  LaneUnit u;
+  u.row_ok = row < job.view_rows;
+  u.full = col + job.tile <= job.col_end;
+  u.row = job.data + row * job.row_bytes;
+  u.first_col = col + 4ull * (lane % g);
+  return u;
+}
+
+/// The fast path: persistent warps, each reducing unit after unit (S rows of one tile) while the
+/// next unit's words are already loading. No block-wide synchronisation: a unit's partial (rows
+/// merged by halving over s with shuffles, xor (S/2)G ... G) goes straight to global memory.
 template <class D, int N>
-__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t lanes_per_segment) {
-  __shared__ double row_sum[kTileBlockThreads];
-  __shared__ double row_sq[kTileBlockThreads];
-  __shared__ LaneCounts warp_counts[kTileBlockThreads / kLanes];
+__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t g, uint64_t units) {
   __shared__ float shared_table[D::kTable ? 256 : 1];
   const float* table = stage_table<D>(job, shared_table);
-
-  const BlockPlace place = place_block(job);
-  const uint32_t g = lanes_per_segment;
-  const uint32_t lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
+  const uint32_t lane = threadIdx.x % kLanes;
   const uint32_t segments = kLanes / g;
-  const uint32_t rows = (blockDim.x / kLanes) * segments;
-  const uint32_t u = warp * segments + lane / g, k0 = lane % g;
-  const uint64_t row = place.tile_row * job.tile + place.k1 + static_cast<uint64_t>(job.partials_per_tile) * u;
-  const uint64_t tile_col = job.col_begin + place.tile_col * job.tile;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / kLanes);
+  const uint64_t stride = 4ull * g;
+  uint64_t unit = static_cast<uint64_t>(blockIdx.x) * (blockDim.x / kLanes) + threadIdx.x / kLanes;
 
-  double sum[4] = {0.0, 0.0, 0.0, 0.0}, sq[4] = {0.0, 0.0, 0.0, 0.0};
-  LaneCounts counts = LaneCounts::empty();
-  if (row < job.view_rows) {
-    const uint8_t* row_ptr = job.data + row * job.row_bytes;
-    const uint64_t first_col = tile_col + 4ull * k0, stride = 4ull * g;
-    if (tile_col + job.tile <= job.col_end) {
-      typename D::Word raw[N];
+  typename D::Word raw[N];
+  bool loaded = false;
+  if (unit < units) {
+    const LaneUnit u = locate_unit(job, unit, g);
+    if (u.row_ok && u.full) {
 #pragma unroll
-      for (int r = 0; r < N; ++r) raw[r] = D::template load_word<true>(row_ptr, first_col + stride * r);
+      for (int r = 0; r < N; ++r) raw[r] = D::template load_word<true>(u.row, u.first_col + stride * r);
+      loaded = true;
+    }
+  }
+  for (; unit < units; unit += warps) {
+    const LaneUnit u = locate_unit(job, unit, g);
+    // Issue the next unit's loads before this unit's arithmetic.
+    typename D::Word next[N];
+    bool next_loaded = false;
+    if (unit + warps < units) {
+      const LaneUnit n = locate_unit(job, unit + warps, g);
+      if (n.row_ok && n.full) {
+#pragma unroll
+        for (int r = 0; r < N; ++r) next[r] = D::template load_word<true>(n.row, n.first_col + stride * r);
+        next_loaded = true;
+      }
+    }
+    double sum[4] = {0.0, 0.0, 0.0, 0.0}, sq[4] = {0.0, 0.0, 0.0, 0.0};
+    LaneCounts counts = LaneCounts::empty();
+    if (loaded) {
       typename FastOf<D>::type fast;
 #pragma unroll
       for (int r = 0; r < N; ++r) fast.template add_word<D>(raw[r], table);
@@ -402,23 +439,41 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
       } else {
         careful_sums<D, N>(raw, table, counts, sum, sq);
       }
-    } else {
-      ragged_sums<D, N>(row_ptr, first_col, stride, job.col_end, table, counts, sum, sq);
+    } else if (u.row_ok) {
+      ragged_sums<D, N>(u.row, u.first_col, stride, job.col_end, table, counts, sum, sq);
     }
-  }
-  for (uint32_t m = g / 2; m >= 1; m /= 2) {
+    for (uint32_t m = g / 2; m >= 1; m /= 2) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sum[e] = sum[e] + shuffle_xor(sum[e], static_cast<int>(m));
-      sq[e] = sq[e] + shuffle_xor(sq[e], static_cast<int>(m));
+      for (int e = 0; e < 4; ++e) {
+        sum[e] = sum[e] + shuffle_xor(sum[e], static_cast<int>(m));
+        sq[e] = sq[e] + shuffle_xor(sq[e], static_cast<int>(m));
+      }
     }
+    double row_sum = (sum[0] + sum[2]) + (sum[1] + sum[3]);
+    double row_sq = (sq[0] + sq[2]) + (sq[1] + sq[3]);
+    for (uint32_t m = segments / 2; m >= 1; m /= 2) {
+      row_sum = row_sum + shuffle_xor(row_sum, static_cast<int>(m * g));
+      row_sq = row_sq + shuffle_xor(row_sq, static_cast<int>(m * g));
+    }
+    counts.merge_warp();
+    if (lane == 0) {
+      TilePartial p;
+      p.sum = row_sum;
+      p.sum_sq = row_sq;
+      p.nan = counts.nan;
+      p.pos_inf = counts.pos_inf;
+      p.neg_inf = counts.neg_inf;
+      p.zeros = counts.zeros;
+      p.min_key = counts.min_key;
+      p.max_key = counts.max_key;
+      p.absmax_bits = counts.absmax;
+      p.reserved = 0;
+      job.partials[unit] = p;
+    }
+#pragma unroll
+    for (int r = 0; r < N; ++r) raw[r] = next[r];
+    loaded = next_loaded;
   }
-  if (k0 == 0) {
-    row_sum[u] = (sum[0] + sum[2]) + (sum[1] + sum[3]);
-    row_sq[u] = (sq[0] + sq[2]) + (sq[1] + sq[3]);
-  }
-  finish_block(row_sum, row_sq, warp_counts, counts, rows,
-               job.partials + job.block_base + blockIdx.x);
 }
 
 // ---- The generic kernel: one element at a time, any alignment, any tile ----------------------
@@ -479,38 +534,41 @@ __global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob j
 
 // ---- Host-side dispatch of one family ----------------------------------------------------------
 
-/// Launches the row blocks of decoder D (the fast kernel for the N that plan_tile_stats picks:
-/// 1, 4 and D::kMaxWords, and what lies between).
+/// Launches decoder D's kernels: the generic row blocks, or the fast kernel's warp units for the
+/// N that plan_tile_stats picks (1, 2, 4, 8, 16, up to D::kMaxWords).
 template <class D>
 cudaError_t launch_tile_rows_for(const TilePlan& plan, const TileJob& job, uint64_t blocks, cudaStream_t stream) {
-  constexpr uint64_t kMaxGrid = 1u << 30;
-  for (uint64_t done = 0; done < blocks; done += kMaxGrid) {
-    TileJob part = job;
-    part.block_base = job.block_base + done;
-    const unsigned grid = static_cast<unsigned>(blocks - done < kMaxGrid ? blocks - done : kMaxGrid);
-    if (!plan.fast) {
+  if (!plan.fast) {
+    constexpr uint64_t kMaxGrid = 1u << 30;
+    for (uint64_t done = 0; done < blocks; done += kMaxGrid) {
+      TileJob part = job;
+      part.block_base = job.block_base + done;
+      const unsigned grid = static_cast<unsigned>(blocks - done < kMaxGrid ? blocks - done : kMaxGrid);
       tile_rows_generic<D><<<grid, plan.block_threads, 0, stream>>>(part);
-    } else {
-      const uint32_t g = plan.lanes_per_segment;
-      switch (plan.words_per_lane) {
-        case 1: tile_rows_fast<D, 1><<<grid, kTileBlockThreads, 0, stream>>>(part, g); break;
-        case 4: tile_rows_fast<D, 4><<<grid, kTileBlockThreads, 0, stream>>>(part, g); break;
-        case 8:
-          if constexpr (D::kMaxWords >= 8) tile_rows_fast<D, 8><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
-          break;
-        case 16:
-          if constexpr (D::kMaxWords >= 16) tile_rows_fast<D, 16><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
-          break;
-        case 32:
-          if constexpr (D::kMaxWords >= 32) tile_rows_fast<D, 32><<<grid, kTileBlockThreads, 0, stream>>>(part, g);
-          break;
-        default: return cudaErrorInvalidValue;
-      }
+      const cudaError_t error = cudaGetLastError();
+      if (error != cudaSuccess) return error;
     }
-    const cudaError_t error = cudaGetLastError();
-    if (error != cudaSuccess) return error;
+    return cudaSuccess;
   }
-  return cudaSuccess;
+  // Fast path: `blocks` counts warp units; persistent blocks of 8 warps loop over them.
+  const uint64_t units = blocks;
+  const uint64_t wanted = (units + kTileBlockThreads / kLanes - 1) / (kTileBlockThreads / kLanes);
+  const uint64_t limit = plan.max_blocks > 0 ? plan.max_blocks : wanted;
+  const unsigned grid = static_cast<unsigned>(wanted < limit ? wanted : limit);
+  const uint32_t g = plan.lanes_per_segment;
+  switch (plan.words_per_lane) {
+    case 1: tile_rows_fast<D, 1><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units); break;
+    case 2: tile_rows_fast<D, 2><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units); break;
+    case 4: tile_rows_fast<D, 4><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units); break;
+    case 8:
+      if constexpr (D::kMaxWords >= 8) tile_rows_fast<D, 8><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+      break;
+    case 16:
+      if constexpr (D::kMaxWords >= 16) tile_rows_fast<D, 16><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace tm_gpu
