@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== release build of the binary and modules (warnings are errors)"
-scripts/build.sh release -j"$jobs" tensormorph
+echo "== release build: the binary, the CUDA and HIP modules, the benchmarks (warnings are errors)"
+scripts/build.sh release -j"$jobs" tm_release_artifacts
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 scripts/build.sh asan -j"$jobs"
