@@ -3,9 +3,13 @@
 # from a build made elsewhere and carried over): the conformance test, the tile_stats benchmark,
 # the PyTorch peer on the same BF16 tensor, and `tensormorph index` CPU-only vs Auto.
 #
-# Usage: bench/cuda_h200_run.sh BUILD_DIR OUT_DIR
-#   BUILD_DIR holds tensormorph, tests/backend_conformance_test, bench/cuda_tile_stats_bench,
-#   plugins/libtm_cuda.so, and lib/ with any shared library the machine lacks (TBB, xxHash).
+# Usage: bench/cuda_h200_run.sh PACK_DIR OUT_DIR
+#   PACK_DIR (made by bench/cuda_h200_build.sh, normally .h200/pack) holds tensormorph,
+#   tests/backend_conformance_test, bench/cuda_tile_stats_bench, plugins/libtm_cuda.so, and lib/
+#   with the shared libraries the machine lacks (TBB, xxHash, ...).
+# The device command used for docs/PERFORMANCE.md (the device tool carries .h200/pack):
+#   mkdir -p /work/main/.h200 && ln -sfn $PWD/.h200/pack /work/main/.h200/build &&
+#   bash bench/cuda_h200_run.sh .h200/pack $OUT
 set -uo pipefail
 build=$(cd "$1" && pwd)
 out=$2

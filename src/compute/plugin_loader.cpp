@@ -80,7 +80,10 @@ void load_plugin_library(const std::filesystem::path& path, BackendSet& into) {
   report.builtin = false;
   report.library_path = path.string();
   report.name = path.stem().string();
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: a plugin's device runtime (a vendor driver, an ICD loader) may keep threads and atexit
+  // handlers that outlive our dlclose; keeping the code mapped makes unloading safe, and leak
+  // reports at exit can still name the plugin's frames.
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) {
     const char* err = dlerror();
     report.detail = std::string("cannot load: ") + (err ? err : "unknown dlopen error");
