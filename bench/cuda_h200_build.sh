@@ -17,10 +17,10 @@ trap 'git -C "$root" worktree remove --force "$src"' EXIT
 # recreates it on the GPU machine with a symbolic link.
 build=$root/.h200/build
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTM_BUILD_TESTS=ON -DTM_BUILD_BENCH=ON >/dev/null
-ninja -C "$build" -j"$(nproc)" tensormorph backend_conformance_test cuda_tile_stats_bench tm_cuda
+ninja -C "$build" -j"$(nproc)" tensormorph backend_conformance_test cuda_tile_stats_bench tm_cuda tm_hip
 pack=$root/.h200/pack
 rm -rf "$pack" && mkdir -p "$pack/lib" "$pack/tests" "$pack/bench" "$pack/plugins"
-binaries=(tensormorph tests/backend_conformance_test bench/cuda_tile_stats_bench plugins/libtm_cuda.so)
+binaries=(tensormorph tests/backend_conformance_test bench/cuda_tile_stats_bench plugins/libtm_cuda.so plugins/libtm_hip.so)
 for binary in "${binaries[@]}"; do
   cp "$build/$binary" "$pack/$binary"
   ldd "$build/$binary" | awk '$3 ~ /^\// { print $3 }'

@@ -8,7 +8,11 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libtbb-dev libhwy-dev libxxhash-dev libzstd-dev zlib1g-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   hipcc libamdhip64-dev rocm-device-libs  # builds (not runs) the HIP module; under 0.8 GB with clang-15
+  libcpp-httplib-dev libspng-dev          # tensormorph serve: HTTP server, PNG tiles
+  chromium wrk                            # the viewer's browser tests and its load benchmark
 )
+# The web UI builds with Node.js and npm; a machine that already has them (any source) keeps its own.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

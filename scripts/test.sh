@@ -20,3 +20,7 @@ export TM_REQUIRE_OPENCL=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+echo "== viewer: web UI (npm packages, esbuild) and browser tests (Debian Chromium via playwright-core)"
+scripts/build-web.sh
+node tests/browser/viewer.test.mjs build/release/tensormorph build/browser-artifacts

@@ -38,6 +38,8 @@ Command add_backends_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
 /// `tensormorph demo DIR`.
 Command add_demo_command(CLI::App& app);
+/// `tensormorph serve PATH... [--host H] [--port N]`.
+Command add_serve_command(CLI::App& app);
 
 /// Opens a checkpoint for a command, printing the error when it fails; nullptr then.
 std::unique_ptr<Checkpoint> open_or_report(const std::string& path);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       add_backends_command(app),
       add_config_command(app),
       add_demo_command(app),
+      add_serve_command(app),
   };
   try {
     app.parse(argc, argv);

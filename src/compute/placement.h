@@ -37,7 +37,7 @@ struct PlacementRecord {
   std::string shape;
   std::string backend;
   PlacementReason reason = PlacementReason::kCheapest;
-  std::string reason_detail;  ///< human sentence: "cheapest: 12.1 ms vs other 40.2 ms", "fallback from X: ..."
+  std::string reason_detail;  ///< the reason's particulars, printed after its name: "12.1 ms vs other 40.2 ms", "by constraint prefer=x"
   double estimated_ns = 0;    ///< modelled total (compute + transfers) of the chosen backend
   double measured_ns = 0;     ///< wall time the host measured (transfers included)
   uint64_t bytes_moved = 0;   ///< bytes copied between memory spaces

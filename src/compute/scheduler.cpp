@@ -384,10 +384,10 @@ Result<Placement> Scheduler::run(const OpRequest& request) {
       record.reason_detail = fallback_note;
     } else if (!preferred.empty()) {
       record.reason = PlacementReason::kPreferred;
-      record.reason_detail = "preferred by constraint " + constraints.to_string();
+      record.reason_detail = "by constraint " + constraints.to_string();
     } else {
       record.reason = PlacementReason::kCheapest;
-      record.reason_detail = "cheapest: " + milliseconds(chosen.total_ns);
+      record.reason_detail = milliseconds(chosen.total_ns);
       for (const auto& c : exact) {
         if (c.backend != chosen.backend) record.reason_detail += " vs " + c.backend->name() + " " + milliseconds(c.total_ns);
       }

@@ -2,12 +2,14 @@
 
 #include "compute/builtin_backends.h"
 #include "ops/op_definitions.h"
+#include "ops/render_tile.h"
 
 namespace tensormorph::ops {
 
 Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOptions& options) {
   std::unique_ptr<ComputeSession> session(new ComputeSession());
   TM_RETURN_IF_ERROR(register_core_ops(session->registry_));
+  TM_RETURN_IF_ERROR(register_render_ops(session->registry_));
   std::vector<std::string> dirs = options.extra_plugin_dirs;
   dirs.insert(dirs.end(), options.settings.plugin_path.begin(), options.settings.plugin_path.end());
   session->backends_ =

@@ -12,10 +12,12 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_render.h"
 #include "backends/cpu/cpu_tile_stats.h"
 #include "core/dtype_abi.h"
 #include "ops/op_instance.h"
 #include "ops/plugin_error.h"
+#include "ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -287,6 +289,11 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
     support.level = TM_SUPPORT_NONE;
     support.exactness = TM_EXACT_BITWISE;
     std::string reason;
+    if (q.op != nullptr && ops::is_render_op(q.op)) {
+      render_support(q, support);
+      ops::write_abi_struct(support, out);
+      return Status::Ok();
+    }
     const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
     const auto dtype = from_abi_dtype(q.input_dtype);
     if (!kind) {
@@ -309,6 +316,11 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
 TM_Error* estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate* out) {
   return ops::guard_plugin_call("estimate", [&] {
     TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr && out != nullptr, "backend, op or out"));
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::is_render_op(id)) {
+      TM_ASSIGN_OR_RETURN(const TM_CostEstimate cost, render_estimate(*op, backend_of(backend)->bandwidth_gbps));
+      ops::write_abi_struct(cost, out);
+      return Status::Ok();
+    }
     TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
     TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
     if (!dtype_decodable(traffic.dtype)) return not_decodable(traffic.dtype);
@@ -376,6 +388,15 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_ExecutionPolicy policy{};
     policy.struct_size = sizeof policy;
     if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::is_render_op(id)) {
+      const bool sampled = std::string_view(id) == ops::kOpRenderTileSampled;
+      TM_RETURN_IF_ERROR(ops::check_exactness_floor(sampled ? TM_EXACT_APPROXIMATE : TM_EXACT_BITWISE, 0.0, policy));
+      TM_ExecutionReport r{};
+      r.struct_size = sizeof r;
+      TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, r));
+      if (report != nullptr) ops::write_abi_struct(r, report);
+      return Status::Ok();
+    }
     TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
     // Every result of this backend is bitwise: only an unknown floor can be refused here.
     TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));

@@ -1,0 +1,20 @@
+// tm.render_tile@1 (and its sampled rung) on the CPU: the reference pixel rows spread over oneTBB.
+#pragma once
+
+#include <cstdint>
+
+#include "tensormorph/c/plugin.h"
+#include "tensormorph/status.h"
+
+namespace tensormorph::cpu {
+
+/// Fills `out` with the CPU's support of a render operation (bitwise, or approximate for the rung).
+void render_support(const TM_OpQuery& query, TM_OpSupport& out);
+
+/// The cost of a render instance: bytes of the blocks read, working memory as bytes written.
+Result<TM_CostEstimate> render_estimate(const TM_OpInstance& op, double bandwidth_gbps);
+
+/// Executes a render instance with at most `max_threads` threads (0: all); fills `report`.
+Status render_execute(const TM_OpInstance& op, uint32_t max_threads, TM_ExecutionReport& report);
+
+}  // namespace tensormorph::cpu

@@ -1,0 +1,69 @@
+#include "ops/render_ops.h"
+
+#include "core/dtype_abi.h"
+#include "ops/matrix_shape.h"
+#include "ops/tensor_ops.h"
+
+namespace tensormorph::ops {
+namespace {
+
+std::vector<compute::AttributeValue> attributes_of(const RenderParams& p) {
+  auto i = [](const char* name, uint64_t v) { return compute::AttributeValue{name, static_cast<int64_t>(v), 0}; };
+  return {i("source", static_cast<uint64_t>(p.source)), i("row_begin", p.row_begin), i("col_begin", p.col_begin),
+          i("cell", p.cell), i("magnify", p.magnify), i("stat", static_cast<uint64_t>(p.stat)),
+          i("colormap", static_cast<uint64_t>(p.colormap)), {"lo", 0, p.lo}, {"hi", 0, p.hi}};
+}
+
+Result<RenderOutcome> run(compute::Scheduler& scheduler, compute::OpRequest& request, RenderOutcome outcome) {
+  request.op = kOpRenderTile;
+  request.outputs.push_back({TM_DTYPE_U8, {kRenderTilePixels, kRenderTilePixels, 4},
+                             std::as_writable_bytes(std::span(outcome.rgba))});
+  TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(request));
+  if (!placement.executed) {
+    outcome.needs_consent = true;
+    outcome.consent_reason = std::move(placement.needs_consent_reason);
+    outcome.ladder = std::move(placement.ladder);
+    outcome.rgba.clear();
+    return outcome;
+  }
+  outcome.record = std::move(placement.record);
+  return outcome;
+}
+
+}  // namespace
+
+Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                         const TensorInfo& tensor, const RenderParams& params,
+                                         const std::string& consent) {
+  if (params.source != RenderSource::kValues) return Status::InvalidArgument("render_tensor_tile renders values");
+  TM_RETURN_IF_ERROR(check_render_params(params));
+  const std::string where = checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "'";
+  if (!tensor.contiguous()) return Status::Unsupported(where + ": rendering a strided view is not supported yet");
+  const MatrixShape m = as_matrix(tensor);
+  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
+  if (stored.size() < need) return Status::FormatError(where + ": storage shorter than its shape");
+  compute::OpRequest request;
+  request.inputs.push_back({to_abi_dtype(tensor.dtype), {m.rows, m.cols}, stored.first(need),
+                            residency_key(checkpoint, tensor, ~uint64_t{0})});  // the whole tensor, not a band
+  request.attributes = attributes_of(params);
+  request.consent = consent;
+  RenderOutcome outcome;
+  outcome.rgba.assign(kRenderTileBytes, 0);
+  return run(scheduler, request, std::move(outcome));
+}
+
+Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
+                                        uint64_t grid_rows, uint64_t grid_cols, const RenderParams& params,
+                                        uint64_t residency_key) {
+  if (params.source != RenderSource::kTileStats) return Status::InvalidArgument("render_stats_tile renders statistics");
+  if (grid.size() != grid_rows * grid_cols) return Status::InvalidArgument("render_stats_tile: grid size mismatch");
+  compute::OpRequest request;
+  request.inputs.push_back({TM_DTYPE_U8, {grid_rows, grid_cols, sizeof(TM_TileStats)}, std::as_bytes(grid), residency_key});
+  request.attributes = attributes_of(params);
+  RenderOutcome outcome;
+  outcome.rgba.assign(kRenderTileBytes, 0);
+  return run(scheduler, request, std::move(outcome));
+}
+
+}  // namespace tensormorph::ops

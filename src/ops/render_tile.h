@@ -1,0 +1,103 @@
+// tm.render_tile@1: one 256x256 RGBA tile of a heatmap of a tensor, from its values (one pixel per
+// cell x cell block of elements, or `magnify` pixels per element) or from a grid of tile statistics
+// (one pixel per pyramid tile). The CPU reference here is the ground truth every backend matches.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "compute/op_registry.h"
+#include "ops/op_instance.h"
+#include "ops/reference.h"
+
+namespace tensormorph::ops {
+
+/// The exact operation and its approximate rung (one sampled row per block, offered for consent).
+inline constexpr const char* kOpRenderTile = "tm.render_tile@1";
+inline constexpr const char* kOpRenderTileSampled = "tm.render_tile_sampled@1";
+
+/// Tiles are square and this many pixels on a side.
+inline constexpr uint32_t kRenderTilePixels = 256;
+/// Bytes of one RGBA tile.
+inline constexpr uint64_t kRenderTileBytes = uint64_t{kRenderTilePixels} * kRenderTilePixels * 4;
+/// Largest cell (elements per pixel side) rendered from values; larger cells come from statistics.
+inline constexpr uint64_t kMaxRenderCell = 4096;
+/// Largest magnification (pixels per element side).
+inline constexpr uint32_t kMaxMagnify = 256;
+
+/// What a pixel shows of the block of elements it covers.
+enum class PixelStat : int64_t { kMean = 0, kAbsmax = 1, kMin = 2, kMax = 3, kEnvelope = 4, kStd = 5, kNonFinite = 6 };
+/// How a value becomes a colour.
+enum class ColorMap : int64_t { kDiverging = 0, kSequential = 1, kLogMagnitude = 2 };
+/// Where the pixels' statistics come from.
+enum class RenderSource : int64_t { kValues = 0, kTileStats = 1 };
+
+/// "mean", "absmax", "min", "max", "envelope", "std", "nonfinite" and back.
+std::string_view pixel_stat_name(PixelStat stat);
+std::optional<PixelStat> pixel_stat_from_name(std::string_view name);
+/// "diverging", "sequential", "log" and back.
+std::string_view color_map_name(ColorMap map);
+std::optional<ColorMap> color_map_from_name(std::string_view name);
+
+/// The attributes of one render instance.
+struct RenderParams {
+  RenderSource source = RenderSource::kValues;
+  uint64_t row_begin = 0;  ///< first element row (values) or grid row (statistics) of the tile
+  uint64_t col_begin = 0;  ///< first element column (values) or grid column (statistics)
+  uint64_t cell = 1;       ///< elements per pixel side (values; a power of two <= kMaxRenderCell), 1 for statistics
+  uint32_t magnify = 1;    ///< pixels per cell side (a power of two <= kMaxMagnify; > 1 only with cell 1)
+  PixelStat stat = PixelStat::kMean;
+  ColorMap colormap = ColorMap::kDiverging;
+  double lo = -1, hi = 1;  ///< the colour range (log: magnitudes, 0 < lo)
+  bool sampled = false;    ///< the approximate rung: only the first row of each block is read
+};
+
+/// Checks the parameters alone (powers of two, limits, lo < hi finite, log needs 0 < lo).
+Status check_render_params(const RenderParams& params);
+
+/// The colour of a pixel whose block has statistics `s` (counts, finite min/max/absmax, sums).
+/// Non-finite elements always show (NaN magenta, +Inf orange, -Inf cyan); empty blocks are transparent.
+std::array<uint8_t, 4> render_pixel_colour(const TM_TileStats& s, const RenderParams& params);
+
+/// The 256-entry RGB table of a colour map (for colour bars).
+std::span<const std::array<uint8_t, 3>> color_map_table(ColorMap map);
+
+/// Bytes of working memory a values render needs (decoded rows, row-sum slots, the tile itself):
+/// what a backend reports as written, so the scheduler's memory budget applies to it.
+uint64_t render_working_bytes(const RenderParams& params, uint64_t rows, uint64_t cols);
+
+/// Renders pixel rows [y_begin, y_end) of a values tile into `rgba` (the whole tile's buffer).
+/// Each block's statistics follow tm.tile_stats@1 with T = cell (canonical sums, -0.0 below +0.0).
+Status render_values_rows(const MatrixView& matrix, const RenderParams& params, uint32_t y_begin, uint32_t y_end,
+                          std::span<uint8_t> rgba);
+
+/// tm.render_tile@1 from values: the whole tile (pixels outside the matrix are transparent).
+Status render_values_reference(const MatrixView& matrix, const RenderParams& params, std::span<uint8_t> rgba);
+
+/// tm.render_tile@1 from statistics: pixel (y, x) shows grid cell (row_begin + y / magnify,
+/// col_begin + x / magnify) of the row-major `grid_rows` x `grid_cols` grid.
+Status render_stats_reference(std::span<const TM_TileStats> grid, uint64_t grid_rows, uint64_t grid_cols,
+                              const RenderParams& params, std::span<uint8_t> rgba);
+
+/// A validated render instance.
+struct RenderArgs {
+  TensorArgument input;   ///< values: [rows, cols] any decodable dtype; statistics: U8[rows, cols, 64]
+  TensorArgument output;  ///< U8[256, 256, 4]
+  uint64_t rows = 0, cols = 0;  ///< the matrix or the statistics grid
+  RenderParams params;
+};
+
+/// Reads and checks a tm.render_tile@1 / tm.render_tile_sampled@1 instance; INVALID_ARGUMENT naming
+/// what is wrong.
+Result<RenderArgs> parse_render_tile(const TM_OpInstance& op);
+
+/// True for the two render operation ids.
+bool is_render_op(std::string_view id);
+
+/// Registers tm.render_tile@1 (with its sampled rung on the ladder) and tm.render_tile_sampled@1.
+Status register_render_ops(compute::OpRegistry& registry);
+
+}  // namespace tensormorph::ops

@@ -1,0 +1,307 @@
+// The data routes: checkpoints, tensors, statistics, histograms, values, cells and tiles.
+#include "server/api.h"
+
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "core/dtype_abi.h"
+#include "ops/matrix_shape.h"
+#include "ops/tensor_ops.h"
+#include "server/http_util.h"
+
+namespace tensormorph::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct Target {
+  size_t checkpoint = 0;
+  const TensorInfo* tensor = nullptr;
+};
+
+Result<Target> target_of(const httplib::Request& req, Catalog& catalog, bool need_tensor = true) {
+  TM_ASSIGN_OR_RETURN(const uint64_t id, uint_param(req, "ckpt", 0, UINT32_MAX));
+  if (id >= catalog.size()) return Status::NotFound("no checkpoint " + std::to_string(id));
+  Target t{id, nullptr};
+  if (!need_tensor) return t;
+  auto name = param(req, "tensor");
+  if (!name) return Status::InvalidArgument("missing parameter 'tensor'");
+  t.tensor = catalog.at(id).checkpoint->find(*name);
+  if (t.tensor == nullptr) return Status::NotFound("no tensor named '" + name->substr(0, 200) + "'");
+  return t;
+}
+
+// "layer 3" for model.layers.3.* / blk.3.*, else the first name component.
+std::string group_of(const std::string& name) {
+  static const std::regex layer(R"((?:^|\.)(?:layers|h|blk|block|blocks)\.(\d+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, layer)) return "layer " + m[1].str();
+  return "other";
+}
+
+json summary_json(const ops::TensorSummary& s) {
+  const double mean = s.mean(), std = s.stddev();
+  json j = {{"count", s.count}, {"finite", s.finite}, {"nan", s.nan}, {"pos_inf", s.pos_inf}, {"neg_inf", s.neg_inf},
+            {"zeros", s.zeros}, {"min", s.min}, {"max", s.max}, {"absmax", s.absmax}, {"mean", mean}, {"std", std},
+            {"outlier_score", std > 0 ? s.absmax / std : 0.0}};
+  // Robust colour ranges: mean +- 4 std, clipped to the finite extremes.
+  double r = std::min(s.absmax, std::fabs(mean) + 4 * std);
+  if (!(r > 0)) r = s.absmax > 0 ? s.absmax : 1;
+  double lo = std::max(s.min, mean - 4 * std), hi = std::min(s.max, mean + 4 * std);
+  if (!(lo < hi)) lo = s.min, hi = s.max;
+  if (!(lo < hi)) lo = lo - 1, hi = hi + 1;
+  const double top = s.absmax > 0 ? s.absmax : 1;
+  j["range"] = {{"diverging", {-r, r}}, {"sequential", {lo, hi}}, {"magnitude", {0.0, r}}, {"log", {top * 1e-4, top}}};
+  return j;
+}
+
+std::optional<ops::TensorSummary> indexed_summary(Catalog& catalog, size_t id, const TensorInfo& tensor) {
+  auto contents = catalog.index_of(id);
+  if (!contents) return std::nullopt;
+  const index::TensorPyramid* p = catalog.indexed(id, *contents, tensor.name);
+  if (p == nullptr || p->levels.empty() || p->levels.back().tiles.empty()) return std::nullopt;
+  return ops::summarize(p->levels.back().tiles[0]);
+}
+
+json records_json(const ops::Records& records) {
+  json a = json::array();
+  for (const auto& r : records) a.push_back(r.to_json());
+  return a;
+}
+
+json tensor_json(Catalog& catalog, size_t id, size_t index, const TensorInfo& t) {
+  const ops::MatrixShape m = ops::as_matrix(t);
+  json j = {{"index", index}, {"name", t.name}, {"group", group_of(t.name)}, {"dtype", std::string(dtype_name(t.dtype))},
+            {"shape", t.shape}, {"rows", m.rows}, {"cols", m.cols}};
+  if (auto s = indexed_summary(catalog, id, t)) {
+    j["nonfinite"] = s->nan + s->pos_inf + s->neg_inf;
+    j["outlier_score"] = s->stddev() > 0 ? s->absmax / s->stddev() : 0.0;
+  }
+  return j;
+}
+
+// Runs tm.tile_stats@1 over one block of the matrix: the statistics behind a pixel.
+Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint& ckpt, const TensorInfo& t,
+                                 const ops::ViewRange& view, ops::Records& records) {
+  const ops::MatrixShape m = ops::as_matrix(t);
+  TM_ASSIGN_OR_RETURN(auto stored, ckpt.tensor_bytes(t));
+  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(t.dtype, t.elements()));
+  if (!t.contiguous() || stored.size() < need) return Status::Unsupported("tensor '" + t.name + "' is not contiguous");
+  const uint64_t side = std::max(view.row_end - view.row_begin, view.col_end - view.col_begin);
+  const uint32_t tile = static_cast<uint32_t>(std::max<uint64_t>(ops::kMinTile, std::bit_ceil(side)));
+  if (tile > ops::kMaxTile) return Status::InvalidArgument("block too large for one tile");
+  TM_TileStats out = ops::empty_tile_stats();
+  compute::OpRequest req;
+  req.op = TM_OP_TILE_STATS;
+  req.inputs.push_back({to_abi_dtype(t.dtype), {m.rows, m.cols}, stored.first(need), ops::residency_key(ckpt, t, ~uint64_t{0})});
+  req.outputs.push_back({TM_DTYPE_U8, {sizeof out}, std::as_writable_bytes(std::span(&out, 1))});
+  req.attributes = {{"row_begin", static_cast<int64_t>(view.row_begin), 0}, {"row_end", static_cast<int64_t>(view.row_end), 0},
+                    {"col_begin", static_cast<int64_t>(view.col_begin), 0}, {"col_end", static_cast<int64_t>(view.col_end), 0},
+                    {"tile", tile, 0}};
+  TM_ASSIGN_OR_RETURN(auto placed, scheduler.run(req));
+  if (!placed.executed) return Status::Unimplemented(placed.needs_consent_reason);
+  records.push_back(placed.record);
+  return out;
+}
+
+}  // namespace
+
+ApiContext::ApiContext(std::unique_ptr<ops::ComputeSession> session, std::unique_ptr<Catalog> catalog,
+                       uint64_t tile_cache_bytes)
+    : session_(std::move(session)), catalog_(std::move(catalog)), renderer_(*catalog_, session_->scheduler(), tile_cache_bytes) {}
+
+void ApiContext::register_routes(httplib::Server& http) {
+  http.Get("/api/checkpoints", [this](const httplib::Request&, httplib::Response& res) {
+    json list = json::array();
+    for (size_t i = 0; i < catalog_->size(); ++i) {
+      const ServedCheckpoint& c = catalog_->at(i);
+      std::string state;
+      catalog_->index_of(i, &state);
+      list.push_back({{"id", i}, {"name", c.label}, {"format", std::string(format_name(c.checkpoint->format()))},
+                      {"tensors", c.checkpoint->tensors().size()}, {"index", state}});
+    }
+    reply_json(res, {{"checkpoints", list}});
+  });
+
+  http.Get("/api/tensors", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_, false);
+    if (!target.ok()) return reply_error(res, target.status());
+    const std::string filter = param(req, "q").value_or("");
+    json list = json::array();
+    const auto tensors = catalog_->at(target->checkpoint).checkpoint->tensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!filter.empty() && tensors[i].name.find(filter) == std::string::npos) continue;
+      list.push_back(tensor_json(*catalog_, target->checkpoint, i, tensors[i]));
+    }
+    reply_json(res, {{"checkpoint", target->checkpoint}, {"total", list.size()}, {"tensors", list}});
+  });
+
+  http.Get("/api/tensor", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const auto tensors = catalog_->at(target->checkpoint).checkpoint->tensors();
+    const size_t index = static_cast<size_t>(target->tensor - tensors.data());
+    json j = tensor_json(*catalog_, target->checkpoint, index, *target->tensor);
+    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    j["zoom"] = zoom_geometry(m.rows, m.cols).to_json();
+    if (auto s = indexed_summary(*catalog_, target->checkpoint, *target->tensor)) j["summary"] = summary_json(*s);
+    reply_json(res, j);
+  });
+
+  http.Get("/api/stats", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const bool recompute = param(req, "recompute").value_or("0") == "1";
+    auto s = recompute ? std::nullopt : indexed_summary(*catalog_, target->checkpoint, *target->tensor);
+    ops::Records records;
+    const char* source = "index";
+    if (!s) {
+      auto level = ops::tensor_tile_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
+                                          ops::kDefaultTile, &records);
+      if (!level.ok()) return reply_error(res, level.status());
+      s = ops::summarize(ops::build_pyramid(std::move(level).value()).back().tiles[0]);
+      source = "computed";
+    }
+    json j = summary_json(*s);
+    j["source"] = source;
+    j["records"] = records_json(records);
+    reply_json(res, j);
+  });
+
+  http.Get("/api/histogram", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    auto bins = uint_param(req, "bins", 64, 4096);
+    if (!bins.ok()) return reply_error(res, bins.status());
+    auto s = indexed_summary(*catalog_, target->checkpoint, *target->tensor);
+    double lo0 = s ? s->min : -1, hi0 = s ? s->max : 1;
+    if (!(lo0 < hi0)) lo0 -= 0.5, hi0 += 0.5;
+    auto lo = double_param(req, "lo", lo0);
+    auto hi = double_param(req, "hi", hi0);
+    if (!lo.ok() || !hi.ok()) return reply_error(res, lo.ok() ? hi.status() : lo.status());
+    if (*bins == 0 || !(*lo < *hi)) return reply_error(res, Status::InvalidArgument("histogram needs bins >= 1 and lo < hi"));
+    ops::Records records;
+    auto counts = ops::tensor_histogram(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *lo,
+                                        *hi, *bins, &records);
+    if (!counts.ok()) return reply_error(res, counts.status());
+    std::vector<uint64_t> c = std::move(counts).value();
+    json j = {{"lo", *lo}, {"hi", *hi}, {"bins", std::vector<uint64_t>(c.begin(), c.end() - 3)},
+              {"below", c[*bins]}, {"above", c[*bins + 1]}, {"nan", c[*bins + 2]}, {"records", records_json(records)}};
+    reply_json(res, j);
+  });
+
+  http.Get("/api/value", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    auto row = uint_param(req, "row", 0, UINT64_MAX);
+    auto col = uint_param(req, "col", 0, UINT64_MAX);
+    if (!row.ok() || !col.ok()) return reply_error(res, row.ok() ? col.status() : row.status());
+    if (*row >= m.rows || *col >= m.cols) {
+      return reply_error(res, Status::InvalidArgument("(" + std::to_string(*row) + ", " + std::to_string(*col) +
+                                                      ") is outside the " + std::to_string(m.rows) + " x " +
+                                                      std::to_string(m.cols) + " matrix"));
+    }
+    ops::Records records;
+    auto stats = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
+                             {*row, *row + 1, *col, *col + 1}, records);
+    if (!stats.ok()) return reply_error(res, stats.status());
+    // One element: its value is the finite max, or what the non-finite counters say.
+    const double v = stats->nan ? NAN : stats->pos_inf ? INFINITY : stats->neg_inf ? -INFINITY : stats->max;
+    char text[48];
+    std::snprintf(text, sizeof text, "%.9g", v);
+    reply_json(res, {{"row", *row}, {"col", *col}, {"value", json_number(v)}, {"text", text},
+                     {"records", records_json(records)}});
+  });
+
+  http.Get("/api/cell", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    const ZoomGeometry g = zoom_geometry(m.rows, m.cols);
+    auto level = uint_param(req, "level", g.max_level, g.max_level);
+    auto row = uint_param(req, "row", 0, m.rows - 1);
+    auto col = uint_param(req, "col", 0, m.cols - 1);
+    if (!level.ok() || !row.ok() || !col.ok()) {
+      return reply_error(res, !level.ok() ? level.status() : !row.ok() ? row.status() : col.status());
+    }
+    uint64_t cell = 1;
+    uint32_t magnify = 1;
+    g.cell_of(static_cast<uint32_t>(*level), cell, magnify);
+    cell = std::min<uint64_t>(cell, ops::kMaxTile);
+    const uint64_t r0 = *row / cell * cell, c0 = *col / cell * cell;
+    const ops::ViewRange view{r0, std::min(m.rows, r0 + cell), c0, std::min(m.cols, c0 + cell)};
+    ops::Records records;
+    auto s = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, view, records);
+    if (!s.ok()) return reply_error(res, s.status());
+    json j = summary_json(ops::summarize(*s));
+    j["rows"] = {view.row_begin, view.row_end};
+    j["cols"] = {view.col_begin, view.col_end};
+    j["records"] = records_json(records);
+    reply_json(res, j);
+  });
+
+  http.Get(R"(/api/tile/(\d{1,10})/(\d{1,10})/(\d{1,3})/(\d{1,20})/(\d{1,20})\.png)",
+           [this](const httplib::Request& req, httplib::Response& res) {
+    TileRequest t;
+    auto ckpt = parse_uint(req.matches[1], "checkpoint", UINT32_MAX);
+    auto tensor = parse_uint(req.matches[2], "tensor", UINT32_MAX);
+    auto level = parse_uint(req.matches[3], "level", 255);
+    auto x = parse_uint(req.matches[4], "x", UINT64_MAX);
+    auto y = parse_uint(req.matches[5], "y", UINT64_MAX);
+    for (const auto* r : {&ckpt, &tensor, &level, &x, &y}) {
+      if (!r->ok()) return reply_error(res, r->status());
+    }
+    if (*ckpt >= catalog_->size()) return reply_error(res, Status::NotFound("no checkpoint " + std::to_string(*ckpt)));
+    const auto tensors = catalog_->at(*ckpt).checkpoint->tensors();
+    if (*tensor >= tensors.size()) return reply_error(res, Status::NotFound("no tensor " + std::to_string(*tensor)));
+    t.checkpoint = *ckpt;
+    t.tensor = &tensors[*tensor];
+    t.level = static_cast<uint32_t>(*level);
+    t.x = *x;
+    t.y = *y;
+    auto stat = ops::pixel_stat_from_name(param(req, "stat").value_or("mean"));
+    auto cmap = ops::color_map_from_name(param(req, "cmap").value_or("diverging"));
+    if (!stat || !cmap) return reply_error(res, Status::InvalidArgument("unknown stat or cmap"));
+    t.stat = *stat;
+    t.colormap = *cmap;
+    auto lo = double_param(req, "lo", -1), hi = double_param(req, "hi", 1);
+    if (!lo.ok() || !hi.ok()) return reply_error(res, lo.ok() ? hi.status() : lo.status());
+    t.lo = *lo;
+    t.hi = *hi;
+    t.consent = param(req, "consent").value_or("");
+    auto tile = renderer_.tile(t);
+    if (!tile.ok()) return reply_error(res, tile.status());
+    if (!tile->png) {
+      json answer = tile->needs_consent;
+      answer["tensor"] = t.tensor->name;
+      answer["level"] = t.level;
+      note_consent_request(answer);
+      answer["error"] = "needs consent";
+      answer["needs_consent"] = true;
+      return reply_json(res, answer, 409);
+    }
+    const std::string etag = "\"" + std::to_string(std::hash<std::string>{}(*tile->png)) + "\"";
+    res.set_header("ETag", etag);
+    res.set_header("Cache-Control", "private, max-age=86400");
+    res.set_header("X-Tensormorph-Source", tile->source);
+    if (req.get_header_value("If-None-Match") == etag) {
+      res.status = 304;
+      return;
+    }
+    res.set_content(*tile->png, "image/png");
+  });
+
+  http.Get(R"(/api/colormap/([a-z]{1,16}))", [](const httplib::Request& req, httplib::Response& res) {
+    auto map = ops::color_map_from_name(req.matches[1].str());
+    if (!map) return reply_error(res, Status::NotFound("no colour map '" + req.matches[1].str() + "'"));
+    json colours = json::array();
+    for (const auto& c : ops::color_map_table(*map)) colours.push_back({c[0], c[1], c[2]});
+    reply_json(res, {{"name", req.matches[1].str()}, {"colors", colours}});
+  });
+
+  register_compute_routes(http);
+}
+
+}  // namespace tensormorph::server

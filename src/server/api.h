@@ -1,0 +1,48 @@
+// The JSON API of the viewer: routes, their parameters and their answers (docs/VIEWER.md).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/compute_session.h"
+#include "server/catalog.h"
+#include "server/tiles.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tensormorph::server {
+
+/// Everything the handlers share.
+class ApiContext {
+ public:
+  /// Takes the session and the catalog; `tile_cache_bytes` budgets rendered tiles.
+  ApiContext(std::unique_ptr<ops::ComputeSession> session, std::unique_ptr<Catalog> catalog, uint64_t tile_cache_bytes);
+  /// Registers every /api route on `http`.
+  void register_routes(httplib::Server& http);
+  /// The catalog.
+  Catalog& catalog() { return *catalog_; }
+  /// The scheduler.
+  compute::Scheduler& scheduler() { return session_->scheduler(); }
+
+ private:
+  void register_compute_routes(httplib::Server& http);
+  /// Remembers an operation that answered "needs consent", for the Compute panel.
+  void note_consent_request(nlohmann::ordered_json request);
+
+  std::unique_ptr<ops::ComputeSession> session_;
+  std::unique_ptr<Catalog> catalog_;
+  TileRenderer renderer_;
+  std::mutex consent_mutex_;
+  std::deque<nlohmann::ordered_json> consent_requests_;
+  uint64_t consent_sequence_ = 0;
+  std::mutex settings_mutex_;
+};
+
+}  // namespace tensormorph::server

@@ -1,0 +1,153 @@
+// End-to-end: the real `tensormorph serve` on the demo checkpoint in headless Debian Chromium,
+// driven by playwright-core. Usage: node tests/browser/viewer.test.mjs TENSORMORPH_BINARY ARTIFACT_DIR
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const require = createRequire(path.join(root, 'web/package.json'));
+const { chromium } = require('playwright-core');
+const binary = path.resolve(process.argv[2] || 'build/release/tensormorph');
+const artifacts = path.resolve(process.argv[3] || 'build/browser-artifacts');
+fs.mkdirSync(artifacts, { recursive: true });
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-browser-'));
+const demo = path.join(work, 'demo');
+execFileSync(binary, ['demo', demo], { stdio: 'ignore' });
+const pluginDir = path.join(root, 'plugins/opencl/build');
+const requireOpenCL = !!process.env.TM_REQUIRE_OPENCL;
+
+let passed = 0, failed = 0;
+const servers = [];
+function check(ok, what) { if (ok) { passed++; console.log(`ok: ${what}`); } else { failed++; console.log(`FAILED: ${what}`); } }
+
+// Starts a server with its own settings file; resolves its URL.
+function serve(settings) {
+  const config = path.join(work, `settings-${servers.length}.json`);
+  fs.writeFileSync(config, JSON.stringify(settings));
+  const child = spawn(binary, ['serve', demo, '--port', '0', '--web', path.join(root, 'web/dist')], {
+    env: { ...process.env, TENSORMORPH_CONFIG: config, TENSORMORPH_PLUGIN_PATH: pluginDir }, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  servers.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; const m = out.match(/http:\/\/\S+\//); if (m) resolve({ url: m[0], config }); });
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}`)));
+    setTimeout(() => reject(new Error('serve printed no URL in 30 s')), 30000);
+  });
+}
+
+// The CPU reference: the element read straight from the safetensors shard (BF16 -> float32).
+function referenceValue(tensor, row, col) {
+  const index = JSON.parse(fs.readFileSync(path.join(demo, 'model.safetensors.index.json')));
+  const file = fs.readFileSync(path.join(demo, index.weight_map[tensor]));
+  const headerLength = Number(file.readBigUInt64LE(0));
+  const header = JSON.parse(file.subarray(8, 8 + headerLength).toString());
+  const info = header[tensor];
+  const at = 8 + headerLength + info.data_offsets[0] + (row * info.shape[1] + col) * 2;
+  const f = new Float32Array(new Uint32Array([file.readUInt16LE(at) << 16]).buffer)[0];
+  return f;
+}
+
+async function pickTensor(page, name) {
+  await page.fill('#filter', name);
+  await page.click(`.tensor[data-name="${name}"]`);
+  await page.waitForFunction(() => window.__tm && window.__tm.viewer.world.getItemCount() > 0 && window.__tm.viewer.world.getItemAt(0).getFullyLoaded());
+}
+
+async function newestRecords(page, after) {
+  return page.$$eval('#records tbody tr', (rows, after) => rows.map((r) => ({ seq: Number(r.cells[0].textContent), op: r.dataset.op, backend: r.dataset.backend, text: r.textContent })).filter((r) => r.seq > after), after);
+}
+
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+try {
+  const { url, config } = await serve({});
+  const page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
+  page.on('pageerror', (e) => console.log('page error:', e.message));
+  await page.goto(url);
+  await page.waitForSelector('.tensor');
+  check(await page.textContent('#compute-mode') === 'Compute: Auto', 'Compute panel starts at Compute: Auto');
+
+  // Zoom to the deepest level over element (5, 7) and hover it.
+  const tensor = 'model.layers.0.self_attn.q_proj.weight', row = 5, col = 7;
+  await pickTensor(page, tensor);
+  await page.screenshot({ path: path.join(artifacts, '1-overview.png') });
+  const target = await page.evaluate(({ row, col }) => {
+    const { viewer, OpenSeadragon } = window.__tm;
+    const vp = viewer.viewport;
+    const image = new OpenSeadragon.Point(col * 32 + 16, row * 32 + 16);
+    const point = vp.imageToViewportCoordinates(image);
+    vp.zoomTo(vp.imageToViewportZoom(1.0), point, true);
+    vp.panTo(point, true);
+    const px = vp.imageToViewerElementCoordinates(image);
+    const box = viewer.canvas.getBoundingClientRect();
+    return { x: box.left + px.x, y: box.top + px.y };
+  }, { row, col });
+  await page.waitForFunction(() => window.__tm.viewer.world.getItemAt(0).getFullyLoaded());
+  await page.mouse.move(target.x - 3, target.y - 3);
+  await page.mouse.move(target.x, target.y);
+  await page.waitForSelector('#hover-value');
+  const hovered = { row: Number(await page.textContent('#hover-row')), col: Number(await page.textContent('#hover-col')), text: await page.textContent('#hover-value') };
+  const want = referenceValue(tensor, row, col);
+  check(hovered.row === row && hovered.col === col, `hover lands on element (${row}, ${col}) (got ${hovered.row}, ${hovered.col})`);
+  check(Math.fround(parseFloat(hovered.text)) === want, `hovered value ${hovered.text} equals the reference ${want}`);
+  await page.screenshot({ path: path.join(artifacts, '2-deepest-hover.png') });
+
+  // Prefer the OpenCL plugin: F32 tile statistics go there; then "never" it: they no longer do.
+  const hasOpenCL = await page.$('input[data-kind="prefer"][data-backend^="opencl"]');
+  if (!hasOpenCL) {
+    check(!requireOpenCL, 'the OpenCL plugin is loaded (TM_REQUIRE_OPENCL)');
+  } else {
+    const backend = await hasOpenCL.getAttribute('data-backend');
+    await hasOpenCL.check();
+    await page.waitForFunction(() => document.querySelector('#compute-mode').textContent.includes('prefer='));
+    await pickTensor(page, 'model.norm.weight');
+    let last = Math.max(0, ...(await newestRecords(page, 0)).map((r) => r.seq));
+    await page.click('#recompute');
+    await page.waitForFunction((last) => [...document.querySelectorAll('#records tbody tr')].some((r) => Number(r.cells[0].textContent) > last && r.dataset.op === 'tm.tile_stats@1'), last);
+    const before = (await newestRecords(page, last)).filter((r) => r.op === 'tm.tile_stats@1');
+    check(before.some((r) => r.backend === backend), `with prefer=${backend}, tile statistics ran on it (${before.map((r) => r.backend)})`);
+    await page.check(`input[data-kind="never"][data-backend="${backend}"]`);
+    await page.waitForFunction(() => document.querySelector('#compute-mode').textContent.includes('never='));
+    last = Math.max(0, ...(await newestRecords(page, 0)).map((r) => r.seq));
+    await page.click('#recompute');
+    await page.waitForFunction((last) => [...document.querySelectorAll('#records tbody tr')].some((r) => Number(r.cells[0].textContent) > last && r.dataset.op === 'tm.histogram@1'), last);
+    const after = await newestRecords(page, last);
+    check(after.length > 0 && after.every((r) => r.backend !== backend), `after never=${backend}, no new record names it as the backend (${after.map((r) => r.op + '@' + r.backend)})`);
+    const persisted = JSON.parse(fs.readFileSync(config));
+    check(JSON.stringify(persisted).includes(`never=${backend}`) || JSON.stringify(persisted).includes(backend), 'the constraint is persisted in the settings file');
+    await page.screenshot({ path: path.join(artifacts, '3-compute-never.png') });
+  }
+
+  // A memory budget the exact overview render exceeds: the consent dialog offers the sampled rung.
+  const budgeted = await serve({ compute: { memory_budget_bytes: 285000 } });
+  const page2 = await browser.newPage({ viewport: { width: 1500, height: 900 } });
+  await page2.goto(budgeted.url);
+  await page2.waitForSelector('.tensor');
+  await page2.fill('#filter', 'embed_tokens');
+  await page2.click('.tensor[data-name="model.embed_tokens.weight"]');
+  await page2.waitForSelector('#consent[open]', { timeout: 20000 }).catch(() => {});
+  const open = await page2.$('#consent[open]');
+  check(!!open, 'the consent dialog appears for a render over the memory budget');
+  if (open) {
+    const rung = await page2.getAttribute('#consent-rungs button', 'data-rung');
+    check(rung === 'tm.render_tile_sampled@1', `the dialog offers the sampled rung (${rung})`);
+    await page2.screenshot({ path: path.join(artifacts, '4-consent-dialog.png') });
+    await page2.click('#consent-rungs button');
+    await page2.waitForFunction(() => window.__tm.viewer.world.getItemCount() > 0 && window.__tm.viewer.world.getItemAt(0).getFullyLoaded());
+    await page2.waitForFunction(() => [...document.querySelectorAll('#records tbody tr')].some((r) => r.dataset.op === 'tm.render_tile_sampled@1'), null, { timeout: 10000 }).catch(() => {});
+    const sampled = await page2.$('#records tbody tr[data-op="tm.render_tile_sampled@1"]');
+    check(!!sampled && (await sampled.textContent()).includes('consented'), 'after consent the sampled rung ran and its record says consented');
+    await page2.screenshot({ path: path.join(artifacts, '5-after-consent.png') });
+  }
+} catch (e) {
+  failed++;
+  console.log('FAILED: ' + (e.stack || e));
+} finally {
+  await browser.close();
+  for (const s of servers) s.kill('SIGTERM');
+  fs.rmSync(work, { recursive: true, force: true });
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 && passed > 0 ? 0 : 1);

@@ -1,0 +1,182 @@
+// The viewer's HTTP API against a real server on an ephemeral loopback port, serving the demo checkpoint.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/demo/demo_checkpoint.h"
+#include "ops/matrix_shape.h"
+#include "server/server.h"
+#include "tensormorph/open.h"
+#include "test_util.h"
+
+namespace tensormorph {
+namespace {
+
+using json = nlohmann::json;
+
+class ServerApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    setenv("TENSORMORPH_CONFIG", (dir_->path() / "settings.json").c_str(), 1);
+    ASSERT_TRUE(demo::write_demo_checkpoint(dir_->path() / "demo").ok());
+    auto session = ops::open_default_session("");
+    ASSERT_TRUE(session.ok()) << session.status().to_string();
+    server::ServerOptions options;
+    options.port = 0;
+    auto created = server::ViewerServer::create({(dir_->path() / "demo").string()}, options, std::move(session).value());
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    server_ = std::move(created).value().release();
+    auto port = server_->bind();
+    ASSERT_TRUE(port.ok()) << port.status().to_string();
+    port_ = *port;
+    thread_ = new std::thread([] { server_->run(); });
+    server_->wait_for_index();
+  }
+  static void TearDownTestSuite() {
+    server_->stop();
+    thread_->join();
+    delete thread_;
+    delete server_;
+    delete dir_;
+  }
+  static httplib::Result get(const std::string& path) { return httplib::Client("127.0.0.1", port_).Get(path.c_str()); }
+  static json get_json(const std::string& path, int status = 200) {
+    auto res = get(path);
+    EXPECT_TRUE(res) << path;
+    if (!res) return {};
+    EXPECT_EQ(res->status, status) << path << ": " << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << path;
+    return json::parse(res->body);
+  }
+
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline server::ViewerServer* server_ = nullptr;
+  static inline std::thread* thread_ = nullptr;
+  static inline int port_ = 0;
+};
+
+TEST_F(ServerApi, ListsCheckpointsAndSearchesTensors) {
+  const json c = get_json("/api/checkpoints");
+  ASSERT_EQ(c["checkpoints"].size(), 1u);
+  EXPECT_EQ(c["checkpoints"][0]["index"], "ready");
+  const json all = get_json("/api/tensors?ckpt=0");
+  const json some = get_json("/api/tensors?ckpt=0&q=down_proj");
+  EXPECT_EQ(some["total"], 4);
+  EXPECT_GT(all["total"].get<int>(), some["total"].get<int>());
+  for (const auto& t : some["tensors"]) EXPECT_NE(t["name"].get<std::string>().find("down_proj"), std::string::npos);
+  // The planted NaN and Inf of layer 2's down_proj show as a badge.
+  for (const auto& t : some["tensors"]) EXPECT_EQ(t["nonfinite"].get<int>() > 0, t["name"] == "model.layers.2.mlp.down_proj.weight");
+}
+
+TEST_F(ServerApi, ValuesEqualTheDecodedTensor) {
+  auto ckpt = open_checkpoint(dir_->path() / "demo");
+  ASSERT_TRUE(ckpt.ok());
+  const TensorInfo* t = (*ckpt)->find("model.layers.2.mlp.down_proj.weight");
+  auto values = (*ckpt)->decode_f32(*t);
+  ASSERT_TRUE(values.ok());
+  const uint64_t cols = ops::as_matrix(*t).cols;
+  for (auto [r, c] : {std::pair<uint64_t, uint64_t>{0, 0}, {7, 11}, {100, 200}, {383, 1023}, {50, 600}}) {
+    const json v = get_json("/api/value?ckpt=0&tensor=" + t->name + "&row=" + std::to_string(r) + "&col=" + std::to_string(c));
+    const float want = (*values)[r * cols + c];
+    char text[48];
+    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(want));
+    EXPECT_EQ(v["text"], text) << r << "," << c;
+    if (std::isfinite(want)) {
+      EXPECT_EQ(v["value"].get<double>(), static_cast<double>(want));
+    }
+    ASSERT_FALSE(v["records"].empty());
+    EXPECT_EQ(v["records"][0]["op"], "tm.tile_stats@1");
+  }
+}
+
+TEST_F(ServerApi, TilesArePngsWithCachingHeaders) {
+  const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
+  const int max_level = info["zoom"]["max_level"], min_level = info["zoom"]["min_level"];
+  for (int level : {min_level, max_level - 5, max_level}) {
+    const std::string path = "/api/tile/0/0/" + std::to_string(level) + "/0/0.png?lo=-0.05&hi=0.05";
+    auto first = get(path);
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->status, 200) << first->body;
+    EXPECT_EQ(first->get_header_value("Content-Type"), "image/png");
+    EXPECT_EQ(first->body.substr(1, 3), "PNG");
+    const std::string etag = first->get_header_value("ETag");
+    EXPECT_FALSE(etag.empty());
+    auto again = get(path);
+    EXPECT_EQ(again->body, first->body);
+    EXPECT_EQ(again->get_header_value("X-Tensormorph-Source"), "cache");
+    httplib::Client client("127.0.0.1", port_);
+    auto conditional = client.Get(path.c_str(), {{"If-None-Match", etag}});
+    EXPECT_EQ(conditional->status, 304);
+  }
+  // The deepest level's tile count: 384 columns / 8 elements per tile.
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/47/0.png")->status, 200);
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/48/0.png")->status, 404);
+}
+
+TEST_F(ServerApi, BadRequestsGetCleanJsonErrors) {
+  EXPECT_EQ(get_json("/api/tensor?ckpt=0&tensor=no.such.tensor", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tensor?ckpt=7&tensor=x", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tensor?ckpt=-1&tensor=x", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=0&col=99999999999999999999", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=1&col=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/tile/0/0/999/0/0.png", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/tile/0/0/3/0/0.png", 400)["code"], "INVALID_ARGUMENT");  // above the overview
+  EXPECT_EQ(get_json("/api/tile/0/0/17/18446744073709551615/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tile/0/9999/17/0/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?stat=bogus", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?lo=1&hi=1", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/histogram?ckpt=0&tensor=model.norm.weight&bins=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/../../etc/passwd", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/nothing", 404)["code"], "NOT_FOUND");
+  httplib::Client client("127.0.0.1", port_);
+  auto bad = client.Post("/api/compute", "{not json", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  auto wrong = client.Post("/api/compute", R"({"never": "cpu"})", "application/json");
+  EXPECT_EQ(wrong->status, 400);
+}
+
+TEST_F(ServerApi, ConstraintsApplyToTheNextOperationAndPersist) {
+  httplib::Client client("127.0.0.1", port_);
+  auto set = client.Post("/api/compute", R"({"never": ["cpu"]})", "application/json");
+  ASSERT_EQ(set->status, 200) << set->body;
+  // With the only exact backend excluded, tile statistics cannot run: an error, never a crash.
+  const json refused = get_json("/api/stats?ckpt=0&tensor=model.norm.weight&recompute=1", 422);
+  EXPECT_NE(refused["error"].get<std::string>().find("never (constraint)"), std::string::npos) << refused.dump();
+  EXPECT_NE(testing::read_bytes(dir_->path() / "settings.json").find("cpu"), std::string::npos);
+  ASSERT_EQ(client.Post("/api/compute", R"({"mode": "auto"})", "application/json")->status, 200);
+  const json stats = get_json("/api/stats?ckpt=0&tensor=model.norm.weight&recompute=1");
+  EXPECT_EQ(stats["source"], "computed");
+  ASSERT_FALSE(stats["records"].empty());
+  const uint64_t seq = stats["records"].back()["sequence"];
+  const json compute = get_json("/api/compute?since=" + std::to_string(seq - 1));
+  EXPECT_EQ(compute["constraints"]["mode"], "auto");
+  ASSERT_FALSE(compute["records"].empty());
+  EXPECT_EQ(compute["records"][0]["sequence"], seq);
+}
+
+TEST(ServerBind, RefusesNonLoopbackWithoutTheFlag) {
+  EXPECT_TRUE(server::is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(server::is_loopback_host("::1"));
+  EXPECT_FALSE(server::is_loopback_host("0.0.0.0"));
+  testing::TempDir dir;
+  ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
+  auto session = ops::open_default_session("auto");
+  ASSERT_TRUE(session.ok());
+  server::ServerOptions options;
+  options.host = "0.0.0.0";
+  options.port = 0;
+  options.build_index = false;
+  auto created = server::ViewerServer::create({dir.path().string()}, options, std::move(session).value());
+  ASSERT_TRUE(created.ok());
+  auto bound = (*created)->bind();
+  EXPECT_EQ(bound.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tensormorph

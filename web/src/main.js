@@ -1,0 +1,204 @@
+// The Tensormorph viewer: tensor browser, deep-zoom heatmap (OpenSeadragon), statistics with a
+// histogram (uPlot) and the Compute panel. All numbers come from the server's JSON API.
+import OpenSeadragon from 'openseadragon';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import './app.css';
+
+const $ = (id) => document.getElementById(id);
+const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, lastRecord: 0, viewer: null, plot: null };
+
+async function api(path, options) {
+  const res = await fetch(path, options);
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.error || res.statusText);
+  return body;
+}
+const q = (params) => new URLSearchParams(params).toString();
+const fmt = (v) => (v === null || v === undefined ? '—' : typeof v === 'number' ? Number(v.toPrecision(6)).toString() : String(v));
+
+// ---- tensor browser --------------------------------------------------------------------------
+async function loadCheckpoints() {
+  const { checkpoints } = await api('/api/checkpoints');
+  $('checkpoint').innerHTML = checkpoints.map((c) => `<option value="${c.id}">${c.name} (${c.format}, ${c.tensors})</option>`).join('');
+  $('checkpoint').onchange = () => { state.ckpt = Number($('checkpoint').value); loadTensors(); };
+  await loadTensors();
+}
+
+async function loadTensors() {
+  const { tensors } = await api('/api/tensors?' + q({ ckpt: state.ckpt }));
+  state.tensors = tensors;
+  renderTensorList();
+}
+
+function renderTensorList() {
+  const filter = $('filter').value.trim();
+  const groups = new Map();
+  for (const t of state.tensors) {
+    if (filter && !t.name.includes(filter)) continue;
+    if (!groups.has(t.group)) groups.set(t.group, []);
+    groups.get(t.group).push(t);
+  }
+  const box = $('tensors');
+  box.replaceChildren();
+  for (const [group, list] of groups) {
+    const head = document.createElement('div');
+    head.className = 'group';
+    head.textContent = group;
+    box.append(head);
+    for (const t of list) {
+      const row = document.createElement('div');
+      row.className = 'tensor' + (state.tensor && state.tensor.name === t.name ? ' selected' : '');
+      row.dataset.name = t.name;
+      row.textContent = t.name;
+      const badges = [`<span class="badge">${t.dtype}</span>`, `<span class="badge">[${t.shape.join(', ')}]</span>`];
+      if (t.nonfinite > 0) badges.push(`<span class="badge bad" title="NaN or Inf present">NaN/Inf ${t.nonfinite}</span>`);
+      if (t.outlier_score > 10) badges.push(`<span class="badge outlier" title="absmax / std">outlier ${t.outlier_score.toFixed(0)}σ</span>`);
+      row.insertAdjacentHTML('beforeend', badges.join(''));
+      row.onclick = () => selectTensor(t);
+      box.append(row);
+    }
+  }
+}
+
+// ---- heatmap ---------------------------------------------------------------------------------
+function defaultRange() {
+  const s = state.info && state.info.summary;
+  if (!s) return [-1, 1];
+  const stat = $('stat').value, cmap = $('cmap').value;
+  if (cmap === 'log') return s.range.log;
+  if (stat === 'absmax' || stat === 'std') return s.range.magnitude[1] > 0 ? s.range.magnitude : [0, 1];
+  return cmap === 'diverging' ? s.range.diverging : s.range.sequential;
+}
+
+function tileQuery() {
+  const p = { stat: $('stat').value, cmap: $('cmap').value, lo: $('lo').value, hi: $('hi').value };
+  if (state.consent) p.consent = state.consent;
+  return q(p);
+}
+
+async function selectTensor(t) {
+  state.tensor = t;
+  state.consent = '';
+  renderTensorList();
+  state.info = await api('/api/tensor?' + q({ ckpt: state.ckpt, tensor: t.name }));
+  $('title').textContent = `${t.name}  ${t.dtype} [${t.shape.join(', ')}]`;
+  const [lo, hi] = defaultRange();
+  $('lo').value = lo; $('hi').value = hi;
+  openHeatmap();
+  drawColorbar();
+  loadStats(false);
+}
+
+function openHeatmap() {
+  const z = state.info.zoom, t = state.tensor, ckpt = state.ckpt;
+  const source = {
+    width: z.width, height: z.height, tileSize: z.tile_size, tileOverlap: 0, minLevel: z.min_level, maxLevel: z.max_level,
+    getTileUrl: (level, x, y) => `/api/tile/${ckpt}/${t.index}/${level}/${x}/${y}.png?${tileQuery()}`,
+  };
+  if (!state.viewer) {
+    state.viewer = OpenSeadragon({
+      element: $('viewer'), showNavigationControl: false, imageSmoothingEnabled: false, maxZoomPixelRatio: 2,
+      visibilityRatio: 0.2, minZoomImageRatio: 0.5, animationTime: 0.4, tileSources: source,
+    });
+    state.viewer.addHandler('tile-load-failed', () => pollCompute());
+    new OpenSeadragon.MouseTracker({ element: state.viewer.canvas, moveHandler: (e) => hover(e.position) });
+  } else {
+    state.viewer.open(source);
+  }
+  window.__tm = { viewer: state.viewer, OpenSeadragon };
+}
+
+function reloadTiles() { if (state.viewer && state.info) { const c = state.viewer.viewport.getCenter(); const z = state.viewer.viewport.getZoom(); openHeatmap(); state.viewer.addOnceHandler('open', () => { state.viewer.viewport.zoomTo(z, null, true); state.viewer.viewport.panTo(c, true); }); } }
+
+let hoverTimer = 0;
+function hover(position) {
+  if (!state.info) return;
+  const vp = state.viewer.viewport, z = state.info.zoom;
+  const p = vp.viewerElementToImageCoordinates(position);
+  const row = Math.floor(p.y / z.pixels_per_element), col = Math.floor(p.x / z.pixels_per_element);
+  if (row < 0 || col < 0 || row >= state.tensor.rows || col >= state.tensor.cols) return;
+  const screenPerElement = vp.viewportToImageZoom(vp.getZoom(true)) * z.pixels_per_element;
+  clearTimeout(hoverTimer);
+  hoverTimer = setTimeout(async () => {
+    try {
+      if (screenPerElement >= 4) {
+        const v = await api('/api/value?' + q({ ckpt: state.ckpt, tensor: state.tensor.name, row, col }));
+        $('hover').innerHTML = `(<span id="hover-row">${row}</span>, <span id="hover-col">${col}</span>) = <span id="hover-value">${v.text}</span>`;
+      } else {
+        const level = Math.max(z.min_level, Math.min(z.max_level, z.max_level + Math.floor(Math.log2(screenPerElement / z.pixels_per_element))));
+        const s = await api('/api/cell?' + q({ ckpt: state.ckpt, tensor: state.tensor.name, level, row, col }));
+        $('hover').textContent = `rows ${s.rows[0]}–${s.rows[1] - 1}, cols ${s.cols[0]}–${s.cols[1] - 1}: mean ${fmt(s.mean)} std ${fmt(s.std)} min ${fmt(s.min)} max ${fmt(s.max)} absmax ${fmt(s.absmax)} NaN ${s.nan} Inf ${s.pos_inf + s.neg_inf}`;
+      }
+    } catch (e) { $('hover').textContent = e.message; }
+  }, 60);
+}
+
+async function drawColorbar() {
+  const { colors } = await api('/api/colormap/' + $('cmap').value);
+  const ctx = $('colorbar').getContext('2d');
+  colors.forEach((c, i) => { ctx.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; ctx.fillRect(i, 0, 1, 12); });
+  $('colorbar').title = `${$('lo').value} … ${$('hi').value}`;
+}
+
+// ---- statistics --------------------------------------------------------------------------------
+async function loadStats(recompute) {
+  const t = state.tensor;
+  const s = await api('/api/stats?' + q({ ckpt: state.ckpt, tensor: t.name, recompute: recompute ? 1 : 0 }));
+  const rows = [['source', s.source], ['count', s.count], ['finite', s.finite], ['NaN', s.nan], ['+Inf', s.pos_inf], ['-Inf', s.neg_inf],
+    ['zeros', s.zeros], ['min', fmt(s.min)], ['max', fmt(s.max)], ['absmax', fmt(s.absmax)], ['mean', fmt(s.mean)], ['std', fmt(s.std)]];
+  $('stats').innerHTML = rows.map(([k, v]) => `<tr><th>${k}</th><td data-stat="${k}">${v}</td></tr>`).join('');
+  const h = await api('/api/histogram?' + q({ ckpt: state.ckpt, tensor: t.name, bins: 64 }));
+  const width = (h.hi - h.lo) / h.bins.length;
+  const xs = h.bins.map((_, i) => h.lo + (i + 0.5) * width);
+  if (state.plot) state.plot.destroy();
+  state.plot = new uPlot({ width: 400, height: 160, legend: { show: false }, scales: { x: { time: false } },
+    series: [{}, { label: 'count', fill: 'rgba(70,110,200,0.5)', stroke: 'rgb(70,110,200)', paths: uPlot.paths.bars({ size: [1, 100] }) }] },
+    [xs, h.bins], $('histogram'));
+  pollCompute();
+}
+
+// ---- the Compute panel ---------------------------------------------------------------------------
+function constraintsFromToggles() {
+  const prefer = [], never = [];
+  document.querySelectorAll('#backends input').forEach((box) => { if (box.checked) (box.dataset.kind === 'prefer' ? prefer : never).push(box.dataset.backend); });
+  return { prefer, never };
+}
+
+async function pollCompute() {
+  const c = await api('/api/compute');
+  $('compute-mode').textContent = c.constraints.mode === 'auto' ? 'Compute: Auto' : `Compute: ${c.constraints.mode}`;
+  const body = $('backends').tBodies[0];
+  if (body.dataset.names !== c.backends.map((b) => b.name).join()) {
+    body.dataset.names = c.backends.map((b) => b.name).join();
+    body.innerHTML = c.backends.map((b) => `<tr><td>${b.name}</td><td>${b.device}</td>` +
+      `<td><input type="checkbox" data-kind="prefer" data-backend="${b.name}" aria-label="prefer ${b.name}"></td>` +
+      `<td><input type="checkbox" data-kind="never" data-backend="${b.name}" aria-label="never ${b.name}"></td></tr>`).join('');
+    body.querySelectorAll('input').forEach((box) => { box.onchange = async () => { await api('/api/compute', { method: 'POST', body: JSON.stringify(constraintsFromToggles()) }); pollCompute(); }; });
+  }
+  body.querySelectorAll('input').forEach((box) => { box.checked = c.constraints[box.dataset.kind].includes(box.dataset.backend); });
+  const rows = c.records.slice(-40).reverse().map((r) => `<tr data-op="${r.op}" data-backend="${r.backend}"><td>${r.sequence}</td><td>${r.op}</td><td>${r.backend}</td>` +
+    `<td title="${r.reason_detail.replace(/"/g, '&quot;')}">${r.reason}${r.reason === 'fallback' ? ': ' + r.reason_detail : ''}</td><td>${fmt(r.estimated_ms)}</td><td>${fmt(r.measured_ms)}</td>` +
+    `<td>${r.bytes_moved}</td><td>${r.exactness}</td></tr>`);
+  $('records').tBodies[0].innerHTML = rows.join('');
+  const fresh = c.consent_requests.filter((r) => r.sequence > state.seenConsent);
+  if (fresh.length) { state.seenConsent = fresh[fresh.length - 1].sequence; showConsent(fresh[fresh.length - 1]); }
+}
+
+function showConsent(request) {
+  if ($('consent').open) return;
+  $('consent-reason').textContent = `${request.op} on ${request.tensor}: ${request.reason}`;
+  $('consent-rungs').innerHTML = request.ladder.map((r) => `<li><button data-rung="${r.id}">use ${r.id} on ${r.backend}</button> — ${r.computes}; ${r.error_bound}; about ${fmt(r.estimated_ms)} ms</li>`).join('');
+  $('consent-rungs').querySelectorAll('button').forEach((b) => { b.onclick = () => { state.consent = b.dataset.rung; $('consent').close(); reloadTiles(); }; });
+  $('consent').showModal();
+}
+
+// ---- wiring ---------------------------------------------------------------------------------------
+$('filter').oninput = renderTensorList;
+for (const id of ['stat', 'cmap']) $(id).onchange = () => { const [lo, hi] = defaultRange(); $('lo').value = lo; $('hi').value = hi; drawColorbar(); reloadTiles(); };
+for (const id of ['lo', 'hi']) $(id).onchange = () => { drawColorbar(); reloadTiles(); };
+$('robust').onclick = () => { const [lo, hi] = defaultRange(); $('lo').value = lo; $('hi').value = hi; reloadTiles(); };
+$('recompute').onclick = () => state.tensor && loadStats(true);
+$('consent-cancel').onclick = () => $('consent').close();
+setInterval(() => pollCompute().catch(() => {}), 1500);
+loadCheckpoints().then(pollCompute);
