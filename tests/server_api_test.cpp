@@ -95,6 +95,36 @@ TEST_F(ServerApi, ValuesEqualTheDecodedTensor) {
   }
 }
 
+TEST_F(ServerApi, ValueWindowsEqualTheDecodedTensorAndStopAtTheEdges) {
+  auto ckpt = open_checkpoint(dir_->path() / "demo");
+  ASSERT_TRUE(ckpt.ok());
+  const TensorInfo* t = (*ckpt)->find("model.layers.2.mlp.down_proj.weight");
+  auto values = (*ckpt)->decode_f32(*t);
+  ASSERT_TRUE(values.ok());
+  const ops::MatrixShape m = ops::as_matrix(*t);
+  // An interior window, and one hanging over the bottom-right corner (clipped to the matrix).
+  for (auto [r, c] : {std::pair<uint64_t, uint64_t>{5, 9}, {m.rows - 3, m.cols - 2}}) {
+    const json w = get_json("/api/values?ckpt=0&tensor=" + t->name + "&row=" + std::to_string(r) +
+                            "&col=" + std::to_string(c) + "&rows=16&cols=12");
+    const uint64_t rows = std::min<uint64_t>(16, m.rows - r), cols = std::min<uint64_t>(12, m.cols - c);
+    ASSERT_EQ(w["rows"], rows);
+    ASSERT_EQ(w["cols"], cols);
+    ASSERT_EQ(w["text"].size(), rows * cols);
+    for (uint64_t i = 0; i < rows; ++i) {
+      for (uint64_t j = 0; j < cols; ++j) {
+        char text[48];
+        std::snprintf(text, sizeof text, "%.9g", static_cast<double>((*values)[(r + i) * m.cols + c + j]));
+        ASSERT_EQ(w["text"][i * cols + j], text) << "(" << r + i << ", " << c + j << ")";
+      }
+    }
+    ASSERT_FALSE(w["records"].empty());
+    EXPECT_EQ(w["records"][0]["op"], "tm.decode@1");
+  }
+  EXPECT_EQ(get_json("/api/values?ckpt=0&tensor=" + t->name + "&row=0&col=0&rows=65", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/values?ckpt=0&tensor=" + t->name + "&row=" + std::to_string(m.rows) + "&col=0", 400)["code"],
+            "INVALID_ARGUMENT");
+}
+
 TEST_F(ServerApi, TilesArePngsWithCachingHeaders) {
   const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
   const int max_level = info["zoom"]["max_level"], min_level = info["zoom"]["min_level"];

@@ -122,20 +122,32 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
 
 Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                          const TensorInfo& tensor, Records* records) {
-  std::vector<float> values(tensor.elements());
+  return decode_rows(scheduler, checkpoint, tensor, 0, as_matrix(tensor).rows, records);
+}
+
+Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                       const TensorInfo& tensor, uint64_t row_begin, uint64_t row_end,
+                                       Records* records) {
+  const MatrixShape m = as_matrix(tensor);
+  if (row_begin > row_end || row_end > m.rows) {
+    return Status::InvalidArgument("tensor '" + tensor.name + "': rows [" + std::to_string(row_begin) + ", " +
+                                   std::to_string(row_end) + ") are outside its " + std::to_string(m.rows) + " rows");
+  }
+  std::vector<float> values((row_end - row_begin) * m.cols);
   if (values.empty()) return values;
   TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
-  const MatrixShape m = as_matrix(tensor);
   TM_ASSIGN_OR_RETURN(uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
   const uint64_t band_rows = rows_per_band(row_bytes, 1);
-  for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
-    const uint64_t rows = std::min(band_rows, m.rows - r0);
+  // Residency keys name whole bands from row 0; a window starting elsewhere is not cached.
+  const bool whole_bands = row_begin == 0 && data.owned.empty();
+  for (uint64_t r0 = row_begin, band = 0; r0 < row_end; r0 += band_rows, ++band) {
+    const uint64_t rows = std::min(band_rows, row_end - r0);
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
+                          whole_bands ? residency_key(checkpoint, tensor, band) : 0});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
-                           std::as_writable_bytes(std::span(values).subspan(r0 * m.cols, rows * m.cols))});
+                           std::as_writable_bytes(std::span(values).subspan((r0 - row_begin) * m.cols, rows * m.cols))});
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
   }
   return values;

@@ -30,6 +30,12 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
 Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                          const TensorInfo& tensor, Records* records = nullptr);
 
+/// Rows [row_begin, row_end) of the tensor seen as a matrix, decoded to float32 (row-major),
+/// through tm.decode@1.
+Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                       const TensorInfo& tensor, uint64_t row_begin, uint64_t row_end,
+                                       Records* records = nullptr);
+
 /// Counts per bin over [lo, hi], then below, above and NaN counts, through tm.histogram@1.
 Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                                const TensorInfo& tensor, double lo, double hi, uint64_t bins,

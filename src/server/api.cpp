@@ -215,6 +215,38 @@ void ApiContext::register_routes(httplib::Server& http) {
                      {"records", records_json(records)}});
   });
 
+  // A window of exact values (at most kMaxValueWindow per side), for the text drawn in magnified cells.
+  http.Get("/api/values", [this](const httplib::Request& req, httplib::Response& res) {
+    constexpr uint64_t kMaxValueWindow = 64;
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    auto row = uint_param(req, "row", 0, m.rows - 1);
+    auto col = uint_param(req, "col", 0, m.cols - 1);
+    auto rows = uint_param(req, "rows", 1, kMaxValueWindow);
+    auto cols = uint_param(req, "cols", 1, kMaxValueWindow);
+    for (const auto* p : {&row, &col, &rows, &cols}) {
+      if (!p->ok()) return reply_error(res, p->status());
+    }
+    const uint64_t row_end = std::min(m.rows, *row + *rows), col_end = std::min(m.cols, *col + *cols);
+    ops::Records records;
+    auto band = ops::decode_rows(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *row,
+                                 row_end, &records);
+    if (!band.ok()) return reply_error(res, band.status());
+    json values = json::array(), texts = json::array();
+    char text[48];
+    for (uint64_t r = *row; r < row_end; ++r) {
+      for (uint64_t c = *col; c < col_end; ++c) {
+        const double v = (*band)[(r - *row) * m.cols + c];
+        std::snprintf(text, sizeof text, "%.9g", v);
+        values.push_back(json_number(v));
+        texts.push_back(text);
+      }
+    }
+    reply_json(res, {{"row", *row}, {"col", *col}, {"rows", row_end - *row}, {"cols", col_end - *col},
+                     {"values", std::move(values)}, {"text", std::move(texts)}, {"records", records_json(records)}});
+  });
+
   http.Get("/api/cell", [this](const httplib::Request& req, httplib::Response& res) {
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());

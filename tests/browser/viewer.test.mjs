@@ -92,6 +92,17 @@ try {
   const want = referenceValue(tensor, row, col);
   check(hovered.row === row && hovered.col === col, `hover lands on element (${row}, ${col}) (got ${hovered.row}, ${hovered.col})`);
   check(Math.fround(parseFloat(hovered.text)) === want, `hovered value ${hovered.text} equals the reference ${want}`);
+  // Magnified cells carry their exact values as text (fetched through tm.decode@1).
+  await page.waitForFunction(({ row, col }) => {
+    const s = window.__tm.shownValues;
+    return s && s.drawn > 0 && row >= s.row && row < s.row + s.rows && col >= s.col && col < s.col + s.cols;
+  }, { row, col }, { timeout: 15000 });
+  const shown = await page.evaluate(({ row, col }) => {
+    const s = window.__tm.shownValues;
+    return { text: s.text[(row - s.row) * s.cols + (col - s.col)], drawn: s.drawn };
+  }, { row, col });
+  check(Math.fround(parseFloat(shown.text)) === want,
+    `magnified cell (${row}, ${col}) is labelled ${shown.text}, the reference ${want} (${shown.drawn} values drawn)`);
   await page.screenshot({ path: path.join(artifacts, '2-deepest-hover.png') });
 
   // Prefer the OpenCL plugin: F32 tile statistics go there; then "never" it: they no longer do.

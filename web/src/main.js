@@ -102,11 +102,82 @@ function openHeatmap() {
       visibilityRatio: 0.2, minZoomImageRatio: 0.5, animationTime: 0.4, tileSources: source,
     });
     state.viewer.addHandler('tile-load-failed', () => pollCompute());
+    state.viewer.addHandler('update-viewport', () => { requestAnimationFrame(drawValues); scheduleValueFetch(); });
+    state.viewer.addHandler('animation-finish', () => scheduleValueFetch());
     new OpenSeadragon.MouseTracker({ element: state.viewer.canvas, moveHandler: (e) => hover(e.position) });
   } else {
     state.viewer.open(source);
   }
-  window.__tm = { viewer: state.viewer, OpenSeadragon };
+  valueWindow.data = null;
+  window.__tm = { viewer: state.viewer, OpenSeadragon, shownValues: null };
+}
+
+// ---- values drawn as text in magnified cells ---------------------------------------------------
+// Past the deepest level each element is a square of many screen pixels; once it is large enough
+// and few enough are visible (the server's window is at most 64 x 64), their exact values are
+// fetched (tm.decode@1) and drawn over the heatmap.
+const kMinCellPixels = 28, kMaxWindow = 64;
+const valueWindow = { data: null, wanted: '', timer: 0 };
+
+function visibleElements() {
+  if (!state.viewer || !state.info) return null;
+  const vp = state.viewer.viewport, z = state.info.zoom, ppe = z.pixels_per_element;
+  const cell = vp.viewportToImageZoom(vp.getZoom(true)) * ppe;
+  if (cell < kMinCellPixels) return null;
+  const b = vp.viewportToImageRectangle(vp.getBounds(true));
+  const r0 = Math.max(0, Math.floor(b.y / ppe)), c0 = Math.max(0, Math.floor(b.x / ppe));
+  const r1 = Math.min(state.tensor.rows, Math.ceil((b.y + b.height) / ppe));
+  const c1 = Math.min(state.tensor.cols, Math.ceil((b.x + b.width) / ppe));
+  if (r1 <= r0 || c1 <= c0 || r1 - r0 > kMaxWindow || c1 - c0 > kMaxWindow) return null;
+  return { r0, c0, rows: r1 - r0, cols: c1 - c0, cell };
+}
+
+function scheduleValueFetch() {
+  clearTimeout(valueWindow.timer);
+  valueWindow.timer = setTimeout(async () => {
+    const v = visibleElements();
+    const have = valueWindow.data;
+    if (!v || (have && have.tensor === state.tensor.name && v.r0 >= have.row && v.c0 >= have.col &&
+                v.r0 + v.rows <= have.row + have.rows && v.c0 + v.cols <= have.col + have.cols)) return drawValues();
+    const key = `${state.tensor.name}/${v.r0}/${v.c0}/${v.rows}/${v.cols}`;
+    valueWindow.wanted = key;
+    try {
+      const w = await api('/api/values?' + q({ ckpt: state.ckpt, tensor: state.tensor.name, row: v.r0, col: v.c0, rows: v.rows, cols: v.cols }));
+      if (valueWindow.wanted !== key) return;
+      valueWindow.data = { ...w, tensor: state.tensor.name };
+      pollCompute();
+    } catch (e) { $('hover').textContent = e.message; }
+    drawValues();
+  }, 80);
+}
+
+function drawValues() {
+  const canvas = $('values');
+  const box = $('viewer').getBoundingClientRect(), ratio = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(box.width * ratio) || canvas.height !== Math.round(box.height * ratio)) {
+    canvas.width = Math.round(box.width * ratio); canvas.height = Math.round(box.height * ratio);
+  }
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.clearRect(0, 0, box.width, box.height);
+  const v = visibleElements(), w = valueWindow.data;
+  if (!v || !w || w.tensor !== state.tensor.name) { if (window.__tm) window.__tm.shownValues = null; return; }
+  const vp = state.viewer.viewport, ppe = state.info.zoom.pixels_per_element;
+  const font = Math.max(7, Math.min(14, v.cell / 4.6));
+  ctx.font = `${font}px monospace`; ctx.textAlign = 'center'; ctx.textBaseline = 'middle';
+  ctx.lineWidth = 3; ctx.strokeStyle = 'rgba(255,255,255,0.85)'; ctx.fillStyle = '#111';
+  let drawn = 0;
+  for (let r = Math.max(v.r0, w.row); r < Math.min(v.r0 + v.rows, w.row + w.rows); ++r) {
+    for (let c = Math.max(v.c0, w.col); c < Math.min(v.c0 + v.cols, w.col + w.cols); ++c) {
+      const i = (r - w.row) * w.cols + (c - w.col);
+      const value = w.values[i];
+      const label = value === null ? w.text[i] : Number(value).toPrecision(v.cell >= 72 ? 5 : v.cell >= 44 ? 3 : 2);
+      const p = vp.imageToViewerElementCoordinates(new OpenSeadragon.Point((c + 0.5) * ppe, (r + 0.5) * ppe));
+      ctx.strokeText(label, p.x, p.y); ctx.fillText(label, p.x, p.y);
+      ++drawn;
+    }
+  }
+  window.__tm.shownValues = { row: w.row, col: w.col, rows: w.rows, cols: w.cols, text: w.text, drawn };
 }
 
 function reloadTiles() { if (state.viewer && state.info) { const c = state.viewer.viewport.getCenter(); const z = state.viewer.viewport.getZoom(); openHeatmap(); state.viewer.addOnceHandler('open', () => { state.viewer.viewport.zoomTo(z, null, true); state.viewer.viewport.panTo(c, true); }); } }
