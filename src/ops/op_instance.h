@@ -40,6 +40,20 @@ void write_abi_struct(const T& value, T* dest) {
   dest->struct_size = size;
 }
 
+/// Fills the host's execution report, if it passed one: what the result achieved, the measured
+/// time and the bytes moved (never writing past the host's struct_size).
+inline void write_execution_report(TM_ExecutionReport* dest, TM_Exactness exactness, double device_ns,
+                                   uint64_t bytes_read, uint64_t bytes_written) {
+  if (dest == nullptr) return;
+  TM_ExecutionReport r{};
+  r.struct_size = sizeof r;
+  r.exactness = exactness;
+  r.device_ns = device_ns;
+  r.bytes_read = bytes_read;
+  r.bytes_written = bytes_written;
+  write_abi_struct(r, dest);
+}
+
 /// One validated tensor argument.
 struct TensorArgument {
   TM_TensorArg arg{};   ///< the argument as read (struct_size normalised)

@@ -407,15 +407,9 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       case ops::CoreOp::kTileStats: TM_RETURN_IF_ERROR(run_tile_stats(*op, policy.max_threads, b.isa)); break;
       case ops::CoreOp::kHistogram: TM_RETURN_IF_ERROR(run_histogram(*op, policy.max_threads)); break;
     }
-    if (report != nullptr) {
-      TM_ExecutionReport r{};
-      r.struct_size = sizeof r;
-      r.exactness = TM_EXACT_BITWISE;
-      r.device_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-      r.bytes_read = traffic.bytes_read;
-      r.bytes_written = traffic.bytes_written;
-      ops::write_abi_struct(r, report);
-    }
+    ops::write_execution_report(report, TM_EXACT_BITWISE,
+                                std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count(),
+                                traffic.bytes_read, traffic.bytes_written);
     return Status::Ok();
   });
 }

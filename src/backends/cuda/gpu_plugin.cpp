@@ -262,15 +262,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
         break;
       }
     }
-    if (report != nullptr) {
-      TM_ExecutionReport r{};
-      r.struct_size = sizeof r;
-      r.exactness = TM_EXACT_BITWISE;
-      r.device_ns = run.device_ns;
-      r.bytes_read = run.bytes_read;
-      r.bytes_written = run.bytes_written;
-      ops::write_abi_struct(r, report);
-    }
+    ops::write_execution_report(report, TM_EXACT_BITWISE, run.device_ns, run.bytes_read, run.bytes_written);
     return Status::Ok();
   });
 }
