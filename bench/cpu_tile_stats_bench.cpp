@@ -1,6 +1,7 @@
 // tm.tile_stats@1 throughput of the CPU backend against the machine's memory read bandwidth,
 // measured in the same run: GB/s of stored input bytes for F32, BF16, F16, Q8_0 and Q4_K on
-// ~1 GiB matrices, then the ratio tile_stats / bandwidth per dtype and tile size.
+// ~1 GiB matrices, then the ratio tile_stats / bandwidth per dtype and tile size. First, the
+// kernel's arithmetic ceiling: one core on a matrix that stays in cache. Data is weight-like.
 //
 //   build/release/bench/cpu_tile_stats_bench
 #include <benchmark/benchmark.h>
@@ -8,6 +9,8 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +34,12 @@ std::map<std::string, double>& results() {
   return r;
 }
 
+/// One-core in-cache G elements/s by dtype.
+std::map<std::string, double>& in_cache_results() {
+  static std::map<std::string, double> r;
+  return r;
+}
+
 /// splitmix64: fast, good enough for filling benchmark data.
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -39,17 +48,31 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// A small finite fp16 (2^-10 .. 2^-2 in magnitude).
-uint16_t sane_half(uint64_t r) {
-  return static_cast<uint16_t>(((r >> 20) & 1) << 15 | (5 + (r >> 8) % 9) << 10 | (r & 0x3ff));
+/// A uniform double in [0, 1) from 53 random bits.
+double uniform(uint64_t r) { return static_cast<double>(r >> 11) * 0x1p-53; }
+
+/// A weight-like value: roughly N(0, 0.02) (the sum of four uniforms, rescaled to unit variance).
+float weight(uint64_t seed) {
+  double s = 0;
+  for (uint64_t k = 0; k < 4; ++k) s += uniform(mix(seed * 4 + k));
+  return static_cast<float>((s - 2.0) * 1.7320508075688772 * 0.02);
 }
 
-/// A finite float32 with exponent in [2^-27, 2^13).
-uint32_t finite_f32_bits(uint64_t r) {
-  return static_cast<uint32_t>((r & 0x807fffffu) | ((100 + (r >> 32) % 40) << 23));
+/// fp16 bits of `x` (round to nearest even).
+uint16_t half_bits(float x) {
+  const auto h = static_cast<_Float16>(x);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
 }
 
-/// The matrix a benchmark reads: about 1 GiB of valid, finite `dtype` storage.
+/// A fp16 block scale uniform in [lo, hi), as ggml's quantizers produce for weight-like data.
+uint16_t scale_bits(uint64_t r, double lo, double hi) {
+  return half_bits(static_cast<float>(lo + (hi - lo) * uniform(r)));
+}
+
+/// The matrix a benchmark reads: `rows` x 16384 weight-like `dtype` values (floats ~N(0, 0.02);
+/// quantized blocks with random quants and scales in the ranges of real checkpoints).
 struct Matrix {
   DType dtype;
   uint64_t rows = 0, cols = 0;
@@ -57,12 +80,12 @@ struct Matrix {
   uint64_t size = 0;
 };
 
-Matrix make_matrix(DType dtype) {
+Matrix make_matrix(DType dtype, uint64_t bytes, uint64_t cols) {
   Matrix m;
   m.dtype = dtype;
-  m.cols = 16384;
+  m.cols = cols;
   const uint64_t row_bytes = *dtype_storage_bytes(dtype, m.cols);
-  m.rows = kGiB / row_bytes;
+  m.rows = std::max<uint64_t>(1, bytes / row_bytes);
   m.size = m.rows * row_bytes;
   m.bytes.reset(new std::byte[m.size]);
   std::byte* data = m.bytes.get();
@@ -70,35 +93,28 @@ Matrix make_matrix(DType dtype) {
   tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m.rows), [&](const tbb::blocked_range<uint64_t>& r) {
     for (uint64_t row = r.begin(); row != r.end(); ++row) {
       std::byte* p = data + row * row_bytes;
+      for (uint64_t i = 0; i < m.cols && info.block_elems == 1; ++i) {
+        const float w = weight(row * m.cols + i);
+        if (dtype == DType::kF32) {
+          std::memcpy(p + 4 * i, &w, 4);
+        } else {
+          const uint16_t bits = dtype == DType::kF16 ? half_bits(w) : static_cast<uint16_t>(std::bit_cast<uint32_t>(w) >> 16);
+          std::memcpy(p + 2 * i, &bits, 2);
+        }
+      }
+      if (info.block_elems == 1) continue;
       for (uint64_t i = 0; i < row_bytes / 8; ++i) {
         const uint64_t v = mix(row * row_bytes + i);
         std::memcpy(p + 8 * i, &v, 8);
       }
-      if (dtype == DType::kF32) {
-        for (uint64_t i = 0; i < m.cols; ++i) {
-          const uint32_t bits = finite_f32_bits(mix(row * m.cols + i));
-          std::memcpy(p + 4 * i, &bits, 4);
-        }
-      } else if (dtype == DType::kBF16) {
-        for (uint64_t i = 0; i < m.cols; ++i) {
-          const auto bits = static_cast<uint16_t>(finite_f32_bits(mix(row * m.cols + i)) >> 16);
-          std::memcpy(p + 2 * i, &bits, 2);
-        }
-      } else if (dtype == DType::kF16) {
-        for (uint64_t i = 0; i < m.cols; ++i) {
-          const uint16_t bits = sane_half(mix(row * m.cols + i)) ^ static_cast<uint16_t>(0x2000);  // wider range
-          std::memcpy(p + 2 * i, &bits, 2);
-        }
-      } else {
-        // Quantized: random quants, sane fp16 scales (Q8_0: d at 0; Q4_K: d, dmin at 0, 2).
-        for (uint64_t b = 0; b < m.cols / info.block_elems; ++b) {
-          std::byte* block = p + b * info.block_bytes;
-          const uint16_t d = sane_half(mix(row * 1000003 + b));
-          std::memcpy(block, &d, 2);
-          if (dtype == DType::kQ4_K) {
-            const uint16_t dmin = sane_half(mix(row * 1000033 + b));
-            std::memcpy(block + 2, &dmin, 2);
-          }
+      // Quantized: random quants; Q8_0's d, Q4_K's d and dmin as in bench/make_bench_checkpoints.py.
+      for (uint64_t b = 0; b < m.cols / info.block_elems; ++b) {
+        std::byte* block = p + b * info.block_bytes;
+        const uint16_t d = scale_bits(mix(row * 1000003 + b), 1e-4, 1e-3);
+        std::memcpy(block, &d, 2);
+        if (dtype == DType::kQ4_K) {
+          const uint16_t dmin = scale_bits(mix(row * 1000033 + b), 1e-5, 1e-4);
+          std::memcpy(block + 2, &dmin, 2);
         }
       }
     }
@@ -141,14 +157,14 @@ const Matrix& cached_matrix(DType dtype) {
   static std::unique_ptr<Matrix> cached;
   if (!cached || cached->dtype != dtype) {
     cached.reset();
-    cached = std::make_unique<Matrix>(make_matrix(dtype));
+    cached = std::make_unique<Matrix>(make_matrix(dtype, kGiB, 16384));
   }
   return *cached;
 }
 
-void BM_TileStats(benchmark::State& state, DType dtype) {
-  const auto tile = static_cast<uint32_t>(state.range(0));
-  const Matrix& m = cached_matrix(dtype);
+/// Runs tm.tile_stats@1 over all of `m` with `threads` threads (0: all) for every benchmark
+/// iteration; returns the seconds spent inside execute.
+double run_tile_stats(benchmark::State& state, const Matrix& m, uint32_t tile, uint32_t threads) {
   const TM_PluginApi* api = tm_cpu_backend_get_api(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
   TM_BackendCreateArgs args{};
   args.struct_size = sizeof args;
@@ -156,13 +172,13 @@ void BM_TileStats(benchmark::State& state, DType dtype) {
   TM_Backend* backend = nullptr;
   if (api->backend_create(&args, &backend) != nullptr) {
     state.SkipWithError("cannot create the cpu backend");
-    return;
+    return 0;
   }
   const uint64_t grid_rows = (m.rows + tile - 1) / tile, grid_cols = (m.cols + tile - 1) / tile;
   std::vector<TM_TileStats> out(grid_rows * grid_cols);
   TM_TensorArg input{};
   input.struct_size = sizeof input;
-  input.dtype = to_abi_dtype(dtype);
+  input.dtype = to_abi_dtype(m.dtype);
   input.rank = 2;
   input.shape[0] = m.rows;
   input.shape[1] = m.cols;
@@ -193,6 +209,7 @@ void BM_TileStats(benchmark::State& state, DType dtype) {
   op.attribute_count = 5;
   TM_ExecutionPolicy policy{};
   policy.struct_size = sizeof policy;
+  policy.max_threads = threads;
   double seconds = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
@@ -206,11 +223,34 @@ void BM_TileStats(benchmark::State& state, DType dtype) {
     benchmark::DoNotOptimize(out.data());
   }
   api->backend_destroy(backend);
+  return seconds;
+}
+
+/// All cores over a ~1 GiB matrix in DRAM: GB/s of stored bytes, compared with the bandwidth.
+void BM_TileStats(benchmark::State& state, DType dtype) {
+  const auto tile = static_cast<uint32_t>(state.range(0));
+  const Matrix& m = cached_matrix(dtype);
+  const double seconds = run_tile_stats(state, m, tile, 0);
   const double bytes = static_cast<double>(m.size) * static_cast<double>(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(bytes / seconds / 1e9);
   results()[std::string(dtype_name(dtype)) + " T=" + std::to_string(tile)] = bytes / seconds / 1e9;
 }
 
+/// One core over a matrix that stays in its L2 cache (T = 256): the kernel's arithmetic ceiling in
+/// G elements/s, with memory out of the picture.
+void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
+  const Matrix m = make_matrix(dtype, 512 * 1024, 4096);
+  const double seconds = run_tile_stats(state, m, 256, 1);
+  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
+  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
+  in_cache_results()[std::string(dtype_name(dtype))] = elements / seconds / 1e9;
+}
+
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F32, DType::kF32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, BF16, DType::kBF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F16, DType::kF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q8_0, DType::kQ8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q4_K, DType::kQ4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MemoryReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_TileStats, F32, DType::kF32)->Arg(8)->Arg(64)->Arg(256)->Arg(4096)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -231,6 +271,9 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  for (const auto& [dtype, gelems] : tensormorph::in_cache_results()) {
+    std::printf("one core, in cache, T=256: %-5s %6.2f G elements/s\n", dtype.c_str(), gelems);
+  }
   const auto& r = tensormorph::results();
   const auto bandwidth = r.find("bandwidth");
   if (bandwidth == r.end() || bandwidth->second <= 0) return 0;

@@ -695,6 +695,57 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   }
 }
 
+/// Q8_0 rows whose block scales lie in [lo, hi) (random sign when `signs`), random quants.
+std::vector<std::byte> q8_0_rows(uint64_t rows, uint64_t cols, double lo, double hi, bool signs, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> bytes(*dtype_storage_bytes(DType::kQ8_0, rows * cols));
+  for (auto& b : bytes) b = static_cast<std::byte>(rng());
+  std::uniform_real_distribution<double> scale(lo, hi);
+  for (uint64_t k = 0; k < rows * cols / 32; ++k) {
+    const uint16_t h = static_cast<uint16_t>(f32_to_f16(static_cast<float>(scale(rng))) | (signs && rng() % 2 ? 0x8000u : 0u));
+    std::memcpy(bytes.data() + k * 34, &h, 2);
+  }
+  return bytes;
+}
+
+TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
+  // Scales within a factor of 4 make every partial sum of the canonical tree exact, so the CPU
+  // backend computes large tiles from integer quant sums instead of the tree (cpu_tile_stats_kernel.h);
+  // wider scales, zero and non-finite scales, all-zero quants and -128 send segments back to the tree.
+  const uint64_t rows = 70, cols = 1024 + 96;
+  struct Case {
+    const char* name;
+    double lo, hi;
+    bool signs;
+  };
+  for (const Case& c : {Case{"narrow", 2.5e-4, 1e-3, false}, Case{"narrow signed", 2.5e-4, 1e-3, true},
+                        Case{"wide", 1e-7, 1.0, true}, Case{"subnormal", 1e-7, 4e-7, false}}) {
+    auto bytes = q8_0_rows(rows, cols, c.lo, c.hi, c.signs, 17);
+    // Edge blocks: zero scale, -0 scale, infinite and NaN scales, all-zero and -128 quants.
+    const uint64_t blocks_per_row = cols / 32;
+    auto block = [&](uint64_t row, uint64_t b) { return bytes.data() + (row * blocks_per_row + b) * 34; };
+    const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0x7e00};
+    for (uint64_t i = 0; i < 4; ++i) std::memcpy(block(3 + i, 2 + i), &specials[i], 2);
+    std::memset(block(9, 0) + 2, 0, 32);
+    for (uint64_t b = 0; b < 8; ++b) std::memset(block(10, b) + 2, 0, 32);  // a whole zero segment
+    std::memset(block(11, 5) + 2, 0x80, 32);
+    const MatrixView m{DType::kQ8_0, bytes, rows, cols};
+    for (uint32_t tile : {128u, 256u, 512u, 1024u}) {
+      for (const ViewRange& range : {whole(rows, cols), ViewRange{1, rows - 2, 32, cols - 32}, ViewRange{0, rows, 7, cols}}) {
+        const auto expected = reference_stats(m, range, tile);
+        for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+          if (!cpu::isa_supported(isa)) continue;
+          SCOPED_TRACE(std::string(c.name) + " tile " + std::to_string(tile) + " columns from " +
+                       std::to_string(range.col_begin) + " " + std::string(cpu::isa_name(isa)));
+          std::vector<TM_TileStats> out(expected.size());
+          ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa).ok());
+          EXPECT_TRUE(same_stats(expected, out));
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuBackend, UnalignedOutputIsStaged) {
   CpuApi cpu;
   const auto bytes = random_storage(DType::kF32, 40 * 40, true, 3);

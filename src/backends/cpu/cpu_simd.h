@@ -31,6 +31,8 @@ typedef int16_t i16x8 __attribute__((vector_size(16)));
 typedef int8_t i8x8 __attribute__((vector_size(8)));
 typedef uint8_t u8x8 __attribute__((vector_size(8)));
 typedef int8_t i8x16 __attribute__((vector_size(16)));
+typedef char char16 __attribute__((vector_size(16)));
+typedef int8_t i8x32 __attribute__((vector_size(32)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
 typedef int16_t i16x16 __attribute__((vector_size(32)));
 typedef double f64x8 __attribute__((vector_size(64)));
@@ -108,6 +110,16 @@ TM_CPU_INLINE int32_t reduce_max(const i32x8& v) {
   for (int i = 1; i < 8; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
+TM_CPU_INLINE uint16_t reduce_min(const u16x8& v) {
+  uint16_t m = v[0];
+  for (int i = 1; i < 8; ++i) m = v[i] < m ? v[i] : m;
+  return m;
+}
+TM_CPU_INLINE uint16_t reduce_or(const u16x8& v) {
+  const uint64_t lo = std::bit_cast<uint64_t>(__builtin_shufflevector(v, v, 0, 1, 2, 3));
+  const uint64_t hi = std::bit_cast<uint64_t>(__builtin_shufflevector(v, v, 4, 5, 6, 7));
+  return static_cast<uint16_t>((lo | hi) | ((lo | hi) >> 16) | ((lo | hi) >> 32) | ((lo | hi) >> 48));
+}
 TM_CPU_INLINE uint64_t reduce_add(const u32x8& v) {
   uint64_t s = 0;
   for (int i = 0; i < 8; ++i) s += v[i];
@@ -118,6 +130,11 @@ TM_CPU_INLINE uint64_t reduce_add(const u32x8& v) {
 
 /// Conversions written as plain vector code (any instruction set).
 struct PortableConvert {
+  /// The low 8 of 16 signed bytes -> 8 floats, exact.
+  TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
+    return __builtin_convertvector(
+        __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), i32x8), f32x8);
+  }
   /// 8 x u16 -> 8 x u32 (zero extension).
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return __builtin_convertvector(v, u32x8); }
   /// float -> double, exact.
@@ -144,6 +161,10 @@ struct Avx2Convert : PortableConvert {
   /// One vpmovzxwd (GCC 12 lowers the generic conversion to four instructions).
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return bits<u32x8>(__builtin_ia32_pmovzxwd256(bits<i16x8>(v))); }
   TM_CPU_INLINE static f32x8 half8(const u16x8& bits16) { return __builtin_ia32_vcvtph2ps256(bits<i16x8>(bits16)); }
+  /// One vpmovsxbd and one vcvtdq2ps.
+  TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
+    return __builtin_convertvector(bits<i32x8>(__builtin_ia32_pmovsxbd256(bits<char16>(v))), f32x8);
+  }
 };
 
 /// AVX-512: one vcvtps2pd zmm per 8 floats (GCC 12 lowers the generic conversion to four

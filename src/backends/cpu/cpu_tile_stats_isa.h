@@ -29,8 +29,7 @@ inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const s
     tile_kernel::process_direct<simd::F16Source<CVT>>(item, scratch);                                                    \
   }                                                                                                       \
   TARGET void PREFIX##_q8_0(const ItemSpec& item, KernelScratch& scratch) {                              \
-    tile_kernel::process_decoded<simd::F32Source<CVT>>(item, scratch, [](const std::byte* src, uint64_t blocks, float* out)                  \
-                                       __attribute__((always_inline)) { tile_kernel::decode_q8_0(src, blocks, out); }); \
+    tile_kernel::process_q8_0<simd::F32Source<CVT>>(item, scratch);                                       \
   }                                                                                                       \
   TARGET void PREFIX##_q4_k(const ItemSpec& item, KernelScratch& scratch) {                              \
     tile_kernel::process_decoded<simd::F32Source<CVT>>(item, scratch, [](const std::byte* src, uint64_t blocks, float* out)                  \
