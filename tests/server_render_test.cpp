@@ -159,10 +159,22 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
   values[999 * 640 + 639] = std::numeric_limits<float>::infinity();
   const auto bytes = bf16_bytes(values);
   auto session = open(0);
-  for (uint64_t cell : {1, 2, 4, 32}) {
+  // Cells below 8 run the reference in bands, larger ones the SIMD tile_stats kernels: both must
+  // give the reference's bytes, also for tiles that hang over the matrix's edges.
+  struct Case {
+    uint64_t cell, row_begin, col_begin;
+    PixelStat stat;
+  };
+  for (const Case& c : {Case{1, 0, 0, PixelStat::kEnvelope}, Case{2, 0, 0, PixelStat::kEnvelope},
+                        Case{4, 0, 0, PixelStat::kEnvelope}, Case{8, 0, 0, PixelStat::kEnvelope},
+                        Case{8, 256, 128, PixelStat::kMean}, Case{32, 0, 0, PixelStat::kStd},
+                        Case{16, 992, 600, PixelStat::kNonFinite}, Case{64, 0, 64, PixelStat::kAbsmax}}) {
+    const uint64_t cell = c.cell;
     RenderParams p;
     p.cell = cell;
-    p.stat = PixelStat::kEnvelope;
+    p.row_begin = c.row_begin;
+    p.col_begin = c.col_begin;
+    p.stat = c.stat;
     p.lo = -0.06;
     p.hi = 0.06;
     std::vector<uint8_t> want(ops::kRenderTileBytes);
@@ -172,8 +184,10 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
     std::vector<uint8_t> got(ops::kRenderTileBytes, 7);
     request.inputs.push_back({TM_DTYPE_BF16, {1000, 640}, bytes, 0});
     request.outputs.push_back({TM_DTYPE_U8, {256, 256, 4}, std::as_writable_bytes(std::span(got))});
-    request.attributes = {{"source", 0, 0}, {"row_begin", 0, 0}, {"col_begin", 0, 0},
-                          {"cell", static_cast<int64_t>(cell), 0}, {"magnify", 1, 0}, {"stat", 4, 0},
+    request.attributes = {{"source", 0, 0}, {"row_begin", static_cast<int64_t>(c.row_begin), 0},
+                          {"col_begin", static_cast<int64_t>(c.col_begin), 0},
+                          {"cell", static_cast<int64_t>(cell), 0}, {"magnify", 1, 0},
+                          {"stat", static_cast<int64_t>(c.stat), 0},
                           {"colormap", 0, 0}, {"lo", 0, -0.06}, {"hi", 0, 0.06}};
     auto placed = session->scheduler().run(request);
     ASSERT_TRUE(placed.ok()) << placed.status().to_string();
@@ -181,7 +195,7 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
     EXPECT_EQ(placed->record.op, ops::kOpRenderTile);
     EXPECT_EQ(placed->record.backend, "cpu");
     EXPECT_EQ(placed->record.exactness, "bitwise");
-    EXPECT_EQ(got, want) << "cell " << cell;
+    EXPECT_EQ(got, want) << "cell " << cell << " at (" << c.row_begin << ", " << c.col_begin << ")";
   }
 }
 

@@ -393,7 +393,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       TM_RETURN_IF_ERROR(ops::check_exactness_floor(sampled ? TM_EXACT_APPROXIMATE : TM_EXACT_BITWISE, 0.0, policy));
       TM_ExecutionReport r{};
       r.struct_size = sizeof r;
-      TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, r));
+      TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, b.isa, r));
       if (report != nullptr) ops::write_abi_struct(r, report);
       return Status::Ok();
     }

@@ -1,6 +1,10 @@
-// The CPU's render kernel is the reference itself, run on bands of pixel rows in parallel: every
-// band computes whole blocks, so the bytes are those of the reference whatever the thread count.
+// The CPU's render kernel. A pixel's block statistics are tm.tile_stats@1's with T = cell, so cells
+// of at least the smallest tile size come from the SIMD tile_stats kernels (threaded) and are then
+// coloured; smaller cells and the sampled rung run the reference on bands of pixel rows in
+// parallel (every band computes whole blocks). Either way the bytes are the reference's.
 #include "backends/cpu/cpu_render.h"
+
+#include <algorithm>
 
 #include <chrono>
 #include <cstdio>
@@ -11,6 +15,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "backends/cpu/cpu_tile_stats.h"
 #include "core/dtype_abi.h"
 #include "ops/render_tile.h"
 #include "tensormorph/decode.h"
@@ -34,6 +39,49 @@ uint64_t bytes_read(const ops::RenderArgs& a) {
   const uint64_t read_rows = a.params.sampled ? (rows + a.params.cell - 1) / a.params.cell : rows;
   auto row_bytes = dtype_storage_bytes(a.input.dtype, cols);
   return row_bytes.ok() ? read_rows * *row_bytes : 0;
+}
+
+/// Smallest tile size tm.tile_stats@1 takes.
+constexpr uint64_t kMinStatsCell = 8;
+
+/// A values tile whose cells are tile_stats tiles: the grid of block statistics over the tile's
+/// view, computed by the SIMD kernels, then one colour per cell (transparent past the matrix).
+Status render_through_tile_stats(const ops::MatrixView& matrix, const ops::RenderParams& p, uint32_t max_threads,
+                                 Isa isa, std::span<uint8_t> rgba) {
+  const uint64_t cells = ops::kRenderTilePixels / p.magnify;
+  const uint64_t r0 = std::min(p.row_begin, matrix.rows), c0 = std::min(p.col_begin, matrix.cols);
+  const ops::ViewRange range{r0, std::min(matrix.rows, r0 + cells * p.cell), c0, std::min(matrix.cols, c0 + cells * p.cell)};
+  const ops::TileGrid grid = ops::tile_grid(range, static_cast<uint32_t>(p.cell));
+  std::vector<TM_TileStats> stats(grid.count());
+  TM_RETURN_IF_ERROR(tile_stats(matrix, range, static_cast<uint32_t>(p.cell), stats, max_threads, isa));
+  for (uint32_t y = 0; y < ops::kRenderTilePixels; ++y) {
+    const uint64_t gy = y / p.magnify;
+    for (uint32_t x = 0; x < ops::kRenderTilePixels; ++x) {
+      const uint64_t gx = x / p.magnify;
+      const std::array<uint8_t, 4> colour = gy < grid.rows && gx < grid.cols
+                                                ? ops::render_pixel_colour(stats[gy * grid.cols + gx], p)
+                                                : std::array<uint8_t, 4>{};
+      std::copy(colour.begin(), colour.end(), rgba.begin() + (size_t{y} * ops::kRenderTilePixels + x) * 4);
+    }
+  }
+  return Status::Ok();
+}
+
+/// The reference over bands of whole cell rows (a multiple of magnify pixels), so no block is
+/// split between bands.
+Status render_by_bands(const ops::MatrixView& matrix, const ops::RenderParams& p, uint32_t max_threads,
+                       std::span<uint8_t> rgba) {
+  const uint32_t band = std::max<uint32_t>(p.magnify, 16);
+  const uint32_t bands = ops::kRenderTilePixels / band;
+  std::vector<Status> statuses(bands);
+  tbb::task_arena arena(max_threads == 0 ? tbb::task_arena::automatic : static_cast<int>(max_threads));
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<uint32_t>(0, bands), [&](const tbb::blocked_range<uint32_t>& r) {
+      for (uint32_t b = r.begin(); b < r.end(); ++b) statuses[b] = ops::render_values_rows(matrix, p, b * band, (b + 1) * band, rgba);
+    });
+  });
+  for (const Status& s : statuses) TM_RETURN_IF_ERROR(s);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -66,7 +114,7 @@ Result<TM_CostEstimate> render_estimate(const TM_OpInstance& op, double bandwidt
   return cost;
 }
 
-Status render_execute(const TM_OpInstance& op, uint32_t max_threads, TM_ExecutionReport& report) {
+Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, TM_ExecutionReport& report) {
   TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(op));
   TM_ASSIGN_OR_RETURN(const auto input, input_of(args));
   if (args.output.arg.host_out == nullptr) return Status::InvalidArgument("render_tile: cpu writes host memory only");
@@ -82,19 +130,12 @@ Status render_execute(const TM_OpInstance& op, uint32_t max_threads, TM_Executio
   } else {
     if (!dtype_decodable(args.input.dtype)) return Status::Unimplemented("render_tile: dtype is not decodable");
     const ops::MatrixView matrix{args.input.dtype, input, args.rows, args.cols};
-    // Bands are whole cell rows (a multiple of magnify pixels), so no block is split between bands.
-    const uint32_t band = std::max<uint32_t>(args.params.magnify, 16);
-    const uint32_t bands = ops::kRenderTilePixels / band;
-    std::vector<Status> statuses(bands);
-    tbb::task_arena arena(max_threads == 0 ? tbb::task_arena::automatic : static_cast<int>(max_threads));
-    arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<uint32_t>(0, bands), [&](const tbb::blocked_range<uint32_t>& r) {
-        for (uint32_t b = r.begin(); b < r.end(); ++b) {
-          statuses[b] = ops::render_values_rows(matrix, args.params, b * band, (b + 1) * band, rgba);
-        }
-      });
-    });
-    for (const Status& s : statuses) TM_RETURN_IF_ERROR(s);
+    if (!args.params.sampled && args.params.cell >= kMinStatsCell) {
+      TM_RETURN_IF_ERROR(ops::check_render_params(args.params));
+      TM_RETURN_IF_ERROR(render_through_tile_stats(matrix, args.params, max_threads, isa, rgba));
+    } else {
+      TM_RETURN_IF_ERROR(render_by_bands(matrix, args.params, max_threads, rgba));
+    }
   }
   report.exactness = args.params.sampled ? TM_EXACT_APPROXIMATE : TM_EXACT_BITWISE;
   report.device_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();

@@ -1,8 +1,10 @@
-// tm.render_tile@1 (and its sampled rung) on the CPU: the reference pixel rows spread over oneTBB.
+// tm.render_tile@1 (and its sampled rung) on the CPU: tile_stats kernels for cells of 8 and more,
+// the reference pixel rows spread over oneTBB otherwise.
 #pragma once
 
 #include <cstdint>
 
+#include "backends/cpu/cpu_dispatch.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/status.h"
 
@@ -14,7 +16,8 @@ void render_support(const TM_OpQuery& query, TM_OpSupport& out);
 /// The cost of a render instance: bytes of the blocks read, working memory as bytes written.
 Result<TM_CostEstimate> render_estimate(const TM_OpInstance& op, double bandwidth_gbps);
 
-/// Executes a render instance with at most `max_threads` threads (0: all); fills `report`.
-Status render_execute(const TM_OpInstance& op, uint32_t max_threads, TM_ExecutionReport& report);
+/// Executes a render instance with at most `max_threads` threads (0: all) and the kernels of
+/// `isa`; fills `report`.
+Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, TM_ExecutionReport& report);
 
 }  // namespace tensormorph::cpu
