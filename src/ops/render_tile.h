@@ -77,6 +77,18 @@ Status render_values_rows(const MatrixView& matrix, const RenderParams& params, 
 /// tm.render_tile@1 from values: the whole tile (pixels outside the matrix are transparent).
 Status render_values_reference(const MatrixView& matrix, const RenderParams& params, std::span<uint8_t> rgba);
 
+/// Smallest cell whose blocks are tm.tile_stats@1 tiles (its smallest T): a backend may render such
+/// a values tile as tile_stats over render_cell_view with T = cell, then render_cell_grid.
+inline constexpr uint64_t kMinTileStatsCell = 8;
+
+/// The elements a values tile covers, clipped to a rows x cols matrix (empty past its edges).
+ViewRange render_cell_view(const RenderParams& params, uint64_t rows, uint64_t cols);
+
+/// Colours a values tile from its blocks' statistics (`grid`, row-major, from render_cell_view):
+/// the bytes render_values_reference gives; pixels past the grid are transparent.
+Status render_cell_grid(std::span<const TM_TileStats> stats, const TileGrid& grid, const RenderParams& params,
+                        std::span<uint8_t> rgba);
+
 /// tm.render_tile@1 from statistics: pixel (y, x) shows grid cell (row_begin + y / magnify,
 /// col_begin + x / magnify) of the row-major `grid_rows` x `grid_cols` grid.
 Status render_stats_reference(std::span<const TM_TileStats> grid, uint64_t grid_rows, uint64_t grid_cols,

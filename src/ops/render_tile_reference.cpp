@@ -132,6 +132,28 @@ Status render_values_reference(const MatrixView& matrix, const RenderParams& par
   return render_values_rows(matrix, params, 0, kRenderTilePixels, rgba);
 }
 
+ViewRange render_cell_view(const RenderParams& p, uint64_t rows, uint64_t cols) {
+  const uint64_t cells = kRenderTilePixels / p.magnify;
+  const uint64_t r0 = std::min(p.row_begin, rows), c0 = std::min(p.col_begin, cols);
+  return {r0, std::min(rows, r0 + cells * p.cell), c0, std::min(cols, c0 + cells * p.cell)};
+}
+
+Status render_cell_grid(std::span<const TM_TileStats> stats, const TileGrid& grid, const RenderParams& p,
+                        std::span<uint8_t> rgba) {
+  TM_RETURN_IF_ERROR(check_render_params(p));
+  if (rgba.size() != kRenderTileBytes) return Status::InvalidArgument("render_tile: output is not 256 x 256 RGBA");
+  if (stats.size() != grid.count()) return Status::InvalidArgument("render_tile: the block grid does not match its shape");
+  for (uint32_t y = 0; y < kRenderTilePixels; ++y) {
+    const uint64_t gy = y / p.magnify;
+    for (uint32_t x = 0; x < kRenderTilePixels; ++x) {
+      const uint64_t gx = x / p.magnify;
+      const bool inside = gy < grid.rows && gx < grid.cols;
+      put_pixel(rgba, y, x, inside ? render_pixel_colour(stats[gy * grid.cols + gx], p) : std::array<uint8_t, 4>{});
+    }
+  }
+  return Status::Ok();
+}
+
 Status render_stats_reference(std::span<const TM_TileStats> grid, uint64_t grid_rows, uint64_t grid_cols,
                               const RenderParams& p, std::span<uint8_t> rgba) {
   TM_RETURN_IF_ERROR(check_render_params(p));

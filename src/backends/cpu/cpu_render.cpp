@@ -41,30 +41,15 @@ uint64_t bytes_read(const ops::RenderArgs& a) {
   return row_bytes.ok() ? read_rows * *row_bytes : 0;
 }
 
-/// Smallest tile size tm.tile_stats@1 takes.
-constexpr uint64_t kMinStatsCell = 8;
-
 /// A values tile whose cells are tile_stats tiles: the grid of block statistics over the tile's
-/// view, computed by the SIMD kernels, then one colour per cell (transparent past the matrix).
+/// view, computed by the SIMD kernels, then coloured by the shared ops code.
 Status render_through_tile_stats(const ops::MatrixView& matrix, const ops::RenderParams& p, uint32_t max_threads,
                                  Isa isa, std::span<uint8_t> rgba) {
-  const uint64_t cells = ops::kRenderTilePixels / p.magnify;
-  const uint64_t r0 = std::min(p.row_begin, matrix.rows), c0 = std::min(p.col_begin, matrix.cols);
-  const ops::ViewRange range{r0, std::min(matrix.rows, r0 + cells * p.cell), c0, std::min(matrix.cols, c0 + cells * p.cell)};
+  const ops::ViewRange range = ops::render_cell_view(p, matrix.rows, matrix.cols);
   const ops::TileGrid grid = ops::tile_grid(range, static_cast<uint32_t>(p.cell));
   std::vector<TM_TileStats> stats(grid.count());
   TM_RETURN_IF_ERROR(tile_stats(matrix, range, static_cast<uint32_t>(p.cell), stats, max_threads, isa));
-  for (uint32_t y = 0; y < ops::kRenderTilePixels; ++y) {
-    const uint64_t gy = y / p.magnify;
-    for (uint32_t x = 0; x < ops::kRenderTilePixels; ++x) {
-      const uint64_t gx = x / p.magnify;
-      const std::array<uint8_t, 4> colour = gy < grid.rows && gx < grid.cols
-                                                ? ops::render_pixel_colour(stats[gy * grid.cols + gx], p)
-                                                : std::array<uint8_t, 4>{};
-      std::copy(colour.begin(), colour.end(), rgba.begin() + (size_t{y} * ops::kRenderTilePixels + x) * 4);
-    }
-  }
-  return Status::Ok();
+  return ops::render_cell_grid(stats, grid, p, rgba);
 }
 
 /// The reference over bands of whole cell rows (a multiple of magnify pixels), so no block is
@@ -130,8 +115,7 @@ Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, TM
   } else {
     if (!dtype_decodable(args.input.dtype)) return Status::Unimplemented("render_tile: dtype is not decodable");
     const ops::MatrixView matrix{args.input.dtype, input, args.rows, args.cols};
-    if (!args.params.sampled && args.params.cell >= kMinStatsCell) {
-      TM_RETURN_IF_ERROR(ops::check_render_params(args.params));
+    if (!args.params.sampled && args.params.cell >= ops::kMinTileStatsCell) {
       TM_RETURN_IF_ERROR(render_through_tile_stats(matrix, args.params, max_threads, isa, rgba));
     } else {
       TM_RETURN_IF_ERROR(render_by_bands(matrix, args.params, max_threads, rgba));

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/gpu_backend.h"
 #include "backends/cuda/gpu_exec.h"
+#include "backends/cuda/gpu_render.h"
 #include "core/dtype_abi.h"
 #include "ops/op_instance.h"
 #include "ops/plugin_error.h"
@@ -51,7 +53,32 @@ double tile_stats_efficiency(tm_gpu::KernelDType dtype) {
 ///   compute_ns = launch overhead + bytes_read / (read bandwidth * efficiency) [+ bytes written / bandwidth]
 constexpr double kLaunchOverheadNs = 20'000.0;
 
+/// Host time to colour one 256 x 256 tile from its block statistics.
+constexpr double kHostColourNs = 65536.0 * 20.0;
+
+/// The cost of a render instance this backend takes (estimate refuses the others, see gpu_render.h).
+Result<TM_CostEstimate> render_estimate_of(const GpuBackend& b, const TM_OpInstance& op) {
+  TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(op));
+  TM_RETURN_IF_ERROR(render_instance_supported(args));
+  TM_CostEstimate cost{};
+  cost.struct_size = sizeof cost;
+  cost.bytes_read = render_bytes_read(args);
+  cost.bytes_written = ops::kRenderTileBytes;
+  const double read_gbps = std::max(1.0, b.rates().device_read);
+  const double link_gbps = std::max(0.1, b.rates().d2h_pageable);
+  const ops::TileGrid grid = ops::tile_grid(ops::render_cell_view(args.params, args.rows, args.cols),
+                                            static_cast<uint32_t>(args.params.cell));
+  const double grid_bytes = static_cast<double>(grid.count() * sizeof(TM_TileStats));
+  cost.compute_ns = kLaunchOverheadNs + static_cast<double>(cost.bytes_read) /
+                                            (read_gbps * tile_stats_efficiency(*kernel_dtype(args.input.dtype))) +
+                    grid_bytes / link_gbps + kHostColourNs;
+  return cost;
+}
+
 Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op) {
+  if (const char* id = ops::read_abi_struct(&op).op; id != nullptr && ops::is_render_op(id)) {
+    return render_estimate_of(b, op);
+  }
   TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(op));
   TM_CostEstimate cost{};
   cost.struct_size = sizeof cost;
@@ -141,7 +168,17 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
     std::string reason;
     const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
     const auto dtype = from_abi_dtype(q.input_dtype);
-    if (!kind) {
+    const bool render = q.op != nullptr && ops::is_render_op(q.op);
+    if (render && std::string_view(q.op) == ops::kOpRenderTileSampled) {
+      reason = TM_GPU_VENDOR " does not implement the sampled render rung";
+    } else if (render && (!dtype || !kernel_dtype(*dtype) || q.shape_class != TM_SHAPE_MATRIX)) {
+      reason = std::string(TM_GPU_VENDOR " renders values of matrices of ") + kImplemented +
+               " only (statistics grids are coloured on the host)";
+    } else if (render) {
+      support.level = TM_SUPPORT_PARTIAL;
+      reason = "values tiles with cells of 8 or more elements (block statistics on the device, colours on the host); "
+               "smaller cells fall back";
+    } else if (!kind) {
       reason = std::string(TM_GPU_VENDOR " does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
@@ -240,11 +277,18 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_ExecutionPolicy policy{};
     policy.struct_size = sizeof policy;
     if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
-    TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
     // Every result of this backend is bitwise: only an unknown floor can be refused here.
     TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
-    std::lock_guard lock(b.mutex);
     RunReport run;
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::is_render_op(id)) {
+      TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(*op));
+      std::lock_guard lock(b.mutex);
+      TM_ASSIGN_OR_RETURN(run, run_render(b, args, policy.memory_budget_bytes));
+      ops::write_execution_report(report, TM_EXACT_BITWISE, run.device_ns, run.bytes_read, run.bytes_written);
+      return Status::Ok();
+    }
+    TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
+    std::lock_guard lock(b.mutex);
     switch (kind) {
       case ops::CoreOp::kDecode: {
         TM_ASSIGN_OR_RETURN(auto args, ops::parse_decode(*op));
