@@ -268,6 +268,13 @@ TEST_F(SchedulerTest, ResidencyMakesTheDeviceCheaperOnceDataIsThere) {
   EXPECT_EQ(resident->record.reason, PlacementReason::kCheapest);
   EXPECT_EQ(resident->record.bytes_moved, 1u);  // only the output comes back
   EXPECT_EQ(device.buffer_writes, 1);
+  // Shrinking the device-cache budget evicts at once (a live settings change); the next run
+  // uploads again, so the host is cheapest again.
+  s.set_device_cache_budget(16);
+  EXPECT_FALSE(s.residency().resident(42, *backends_[1]));
+  EXPECT_EQ(s.residency().bytes_on(*backends_[1]), 0u);
+  auto evicted = s.run(request(42));
+  EXPECT_EQ(evicted->record.backend, "host");
 }
 
 TEST_F(SchedulerTest, NoApproximationWithoutConsent) {

@@ -190,6 +190,29 @@ TEST_F(ServerApi, ConstraintsApplyToTheNextOperationAndPersist) {
   EXPECT_EQ(compute["records"][0]["sequence"], seq);
 }
 
+TEST_F(ServerApi, MemoryBudgetAppliesToTheNextOperation) {
+  httplib::Client client("127.0.0.1", port_);
+  auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})", "application/json");
+  ASSERT_EQ(set->status, 200) << set->body;
+  EXPECT_EQ(json::parse(set->body)["applies"], "now");
+  // The exact overview render needs more working memory than that (its sampled rung does not):
+  // without a restart, it now asks for consent.
+  const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
+  const std::string tile = "/api/tile/0/0/" + std::to_string(info["zoom"]["min_level"].get<int>()) + "/0/0.png?lo=-0.0123&hi=0.0123";
+  const json refused = get_json(tile, 409);
+  EXPECT_EQ(refused["needs_consent"], true) << refused.dump();
+  EXPECT_FALSE(refused["ladder"].empty());
+  ASSERT_EQ(client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})", "application/json")->status, 200);
+  auto rendered = get(tile);
+  ASSERT_TRUE(rendered);
+  EXPECT_EQ(rendered->status, 200);
+  // plugins.path still needs a restart, and says so.
+  auto later = client.Post("/api/settings", R"({"key": "plugins.path", "value": "/nonexistent"})", "application/json");
+  ASSERT_EQ(later->status, 200) << later->body;
+  EXPECT_EQ(json::parse(later->body)["applies"], "at the next start");
+  ASSERT_EQ(client.Post("/api/settings", R"({"key": "plugins.path", "value": ""})", "application/json")->status, 200);
+}
+
 TEST(ServerBind, RefusesNonLoopbackWithoutTheFlag) {
   EXPECT_TRUE(server::is_loopback_host("127.0.0.1"));
   EXPECT_TRUE(server::is_loopback_host("::1"));

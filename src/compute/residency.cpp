@@ -47,6 +47,27 @@ bool ResidencyCache::insert(uint64_t key, const Backend& backend, TM_Buffer* buf
   return true;
 }
 
+void ResidencyCache::set_budget(uint64_t budget_bytes) {
+  budget_ = budget_bytes;
+  std::lock_guard lock(mutex_);
+  std::vector<const Backend*> holders;
+  for (const auto& e : lru_) {
+    if (std::find(holders.begin(), holders.end(), e.backend) == holders.end()) holders.push_back(e.backend);
+  }
+  for (const Backend* backend : holders) {
+    const uint64_t cap = budget_for(*backend);
+    uint64_t used = 0;
+    for (const auto& e : lru_) used += (e.backend == backend) ? e.bytes : 0;
+    for (auto it = lru_.end(); used > cap && it != lru_.begin();) {
+      --it;
+      if (it->backend != backend) continue;
+      used -= it->bytes;
+      it->backend->release(it->buffer);
+      it = lru_.erase(it);
+    }
+  }
+}
+
 void ResidencyCache::drop_backend(const Backend& backend) {
   std::lock_guard lock(mutex_);
   for (auto it = lru_.begin(); it != lru_.end();) {

@@ -1,6 +1,7 @@
 // Which input data is resident in which backend's memory: an LRU cache of device buffers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <mutex>
@@ -34,6 +35,8 @@ class ResidencyCache {
   uint64_t bytes_on(const Backend& backend) const;
   /// Per-backend cap in bytes.
   uint64_t budget_for(const Backend& backend) const;
+  /// Replaces the per-backend budget and evicts least-recently-used entries now to fit it.
+  void set_budget(uint64_t budget_bytes);
 
  private:
   struct Entry {
@@ -44,7 +47,7 @@ class ResidencyCache {
   };
   mutable std::mutex mutex_;
   std::list<Entry> lru_;  // front = most recent
-  uint64_t budget_;
+  std::atomic<uint64_t> budget_;
 };
 
 }  // namespace tensormorph::compute

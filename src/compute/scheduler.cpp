@@ -126,6 +126,19 @@ void Scheduler::set_constraints(Constraints constraints) {
   options_.constraints = std::move(constraints);
 }
 
+void Scheduler::set_memory_budget(uint64_t bytes) {
+  std::lock_guard lock(options_mutex_);
+  options_.memory_budget_bytes = bytes;
+}
+
+void Scheduler::set_device_cache_budget(uint64_t bytes) {
+  {
+    std::lock_guard lock(options_mutex_);
+    options_.device_cache_bytes = bytes;
+  }
+  residency_.set_budget(bytes);
+}
+
 Constraints Scheduler::constraints() const {
   std::lock_guard lock(options_mutex_);
   return options_.constraints;

@@ -91,6 +91,10 @@ class Scheduler {
   void set_constraints(Constraints constraints);
   /// The constraints in force.
   Constraints constraints() const;
+  /// Replaces the cap on one operation's working memory (0: unlimited), from the next run().
+  void set_memory_budget(uint64_t bytes);
+  /// Replaces each backend's device-cache budget, evicting cached copies now to fit it.
+  void set_device_cache_budget(uint64_t bytes);
   /// Recent placement records.
   const PlacementLog& log() const { return log_; }
   /// Residency of cached device copies.

@@ -94,7 +94,7 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
     reply_json(res, {{"file", compute::settings_path().string()}, {"values", values}});
   });
 
-  // Sets one key; "compute" applies at once, the others when the server next starts.
+  // Sets one key; the compute keys apply to the next operation, plugins.path at the next start.
   http.Post("/api/settings", [this](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object() || !body.contains("key") || !body["key"].is_string() ||
@@ -109,8 +109,17 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
     if (Status saved = compute::save_settings(compute::settings_path(), *settings); !saved.ok()) {
       return reply_error(res, saved);
     }
-    if (key == "compute") scheduler().set_constraints(settings->constraints);
-    reply_json(res, {{"key", key}, {"value", value}, {"applies", key == "compute" ? "now" : "at the next start"}});
+    bool now = true;
+    if (key == "compute") {
+      scheduler().set_constraints(settings->constraints);
+    } else if (key == "compute.memory_budget") {
+      scheduler().set_memory_budget(settings->memory_budget_bytes);
+    } else if (key == "compute.device_cache") {
+      scheduler().set_device_cache_budget(settings->device_cache_bytes);
+    } else {
+      now = false;  // plugins are loaded when the server starts
+    }
+    reply_json(res, {{"key", key}, {"value", value}, {"applies", now ? "now" : "at the next start"}});
   });
 }
 

@@ -131,6 +131,16 @@ try {
     await page.screenshot({ path: path.join(artifacts, '3-compute-never.png') });
   }
 
+  // The Compute panel's memory budget is applied by the running server (no restart) and persisted.
+  await page.fill('#budget', '64G');
+  await page.dispatchEvent('#budget', 'change');
+  await page.waitForFunction(() => document.querySelector('#budget-note').textContent.length > 0, null, { timeout: 10000 }).catch(() => {});
+  const note = await page.textContent('#budget-note');
+  check(note === 'applies now', `the memory budget set in the Compute panel applies now (${note})`);
+  check(JSON.stringify(JSON.parse(fs.readFileSync(config))).includes(String(64 * 2 ** 30)), 'the memory budget is persisted in the settings file');
+  await page.fill('#budget', '');
+  await page.dispatchEvent('#budget', 'change');
+
   // A memory budget the exact overview render exceeds: the consent dialog offers the sampled rung.
   const budgeted = await serve({ compute: { memory_budget_bytes: 285000 } });
   const page2 = await browser.newPage({ viewport: { width: 1500, height: 900 } });

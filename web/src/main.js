@@ -256,6 +256,24 @@ async function pollCompute() {
   if (fresh.length) { state.seenConsent = fresh[fresh.length - 1].sequence; showConsent(fresh[fresh.length - 1]); }
 }
 
+// The memory budget applies to the next operation (an exact result over it asks for consent).
+async function loadBudget() {
+  const s = await api('/api/settings');
+  const bytes = Number(s.values['compute.memory_budget'] || 0);
+  $('budget').value = bytes > 0 ? String(bytes) : '';
+}
+
+async function setBudget() {
+  const value = $('budget').value.trim() || '0';
+  try {
+    const r = await api('/api/settings', { method: 'POST', body: JSON.stringify({ key: 'compute.memory_budget', value }) });
+    $('budget-note').textContent = `applies ${r.applies}`;
+  } catch (e) {
+    $('budget-note').textContent = String(e.message || e);
+  }
+  reloadTiles();
+}
+
 function showConsent(request) {
   if ($('consent').open) return;
   $('consent-reason').textContent = `${request.op} on ${request.tensor}: ${request.reason}`;
@@ -271,5 +289,6 @@ for (const id of ['lo', 'hi']) $(id).onchange = () => { drawColorbar(); reloadTi
 $('robust').onclick = () => { const [lo, hi] = defaultRange(); $('lo').value = lo; $('hi').value = hi; reloadTiles(); };
 $('recompute').onclick = () => state.tensor && loadStats(true);
 $('consent-cancel').onclick = () => $('consent').close();
+$('budget').onchange = setBudget;
 setInterval(() => pollCompute().catch(() => {}), 1500);
-loadCheckpoints().then(pollCompute);
+loadCheckpoints().then(pollCompute).then(loadBudget).catch(() => {});
