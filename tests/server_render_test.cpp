@@ -6,7 +6,11 @@
 #include <limits>
 #include <random>
 
+#include <filesystem>
+
 #include "ops/compute_session.h"
+#include "ops/matrix_shape.h"
+#include "tensormorph/open.h"
 #include "ops/pyramid.h"
 #include "ops/render_ops.h"
 #include "ops/render_tile.h"
@@ -196,6 +200,36 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
     EXPECT_EQ(placed->record.backend, "cpu");
     EXPECT_EQ(placed->record.exactness, "bitwise");
     EXPECT_EQ(got, want) << "cell " << cell << " at (" << c.row_begin << ", " << c.col_begin << ")";
+  }
+}
+
+TEST_F(RenderThroughScheduler, StridedPyTorchViewsRenderTheirOwnElements) {
+  // views.pt: one 3 x 4 F32 storage seen as a transpose, a row, a column and a broadcast.
+  auto checkpoint = open_checkpoint(std::filesystem::path(TM_SOURCE_DIR) / "tests/fixtures/pytorch/views.pt");
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().to_string();
+  auto session = open(0);
+  for (const char* name : {"transposed", "col1", "broadcast"}) {
+    const TensorInfo* t = (*checkpoint)->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_FALSE(t->contiguous()) << name;
+    const auto values = (*checkpoint)->decode_f32(*t);
+    ASSERT_TRUE(values.ok()) << values.status().to_string();
+    const ops::MatrixShape m = ops::as_matrix(*t);
+    const auto bytes = std::as_bytes(std::span(*values));
+    for (uint64_t row_begin : {uint64_t{0}, m.rows - 1}) {
+      RenderParams p;
+      p.cell = 1;
+      p.magnify = 32;
+      p.row_begin = row_begin;
+      p.lo = -12;
+      p.hi = 12;
+      std::vector<uint8_t> want(ops::kRenderTileBytes);
+      ASSERT_TRUE(ops::render_values_reference({DType::kF32, bytes, m.rows, m.cols}, p, want).ok());
+      auto got = ops::render_tensor_tile(session->scheduler(), **checkpoint, *t, p, "");
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status().to_string();
+      ASSERT_FALSE(got->needs_consent);
+      EXPECT_EQ(got->rgba, want) << name << " from row " << row_begin;
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "ops/render_ops.h"
 
+#include <algorithm>
+
 #include "core/dtype_abi.h"
 #include "ops/matrix_shape.h"
 #include "ops/tensor_ops.h"
@@ -37,16 +39,19 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
                                          const std::string& consent) {
   if (params.source != RenderSource::kValues) return Status::InvalidArgument("render_tensor_tile renders values");
   TM_RETURN_IF_ERROR(check_render_params(params));
-  const std::string where = checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "'";
-  if (!tensor.contiguous()) return Status::Unsupported(where + ": rendering a strided view is not supported yet");
   const MatrixShape m = as_matrix(tensor);
-  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
-  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
-  if (stored.size() < need) return Status::FormatError(where + ": storage shorter than its shape");
+  // A strided view: gather only the rows the tile covers into a band (not cached on devices) and
+  // render the band; the pixels depend on those rows alone, so they are the same.
+  const bool whole = tensor.contiguous();
+  const uint64_t band_begin = whole ? 0 : std::min(params.row_begin, m.rows);
+  const uint64_t band_end = whole ? m.rows : std::min(m.rows, band_begin + kRenderTilePixels / params.magnify * params.cell);
+  TM_ASSIGN_OR_RETURN(auto band, matrix_rows(checkpoint, tensor, band_begin, band_end));
+  RenderParams in_band = params;
+  in_band.row_begin -= band_begin;
   compute::OpRequest request;
-  request.inputs.push_back({to_abi_dtype(tensor.dtype), {m.rows, m.cols}, stored.first(need),
-                            residency_key(checkpoint, tensor, ~uint64_t{0})});  // the whole tensor, not a band
-  request.attributes = attributes_of(params);
+  request.inputs.push_back({to_abi_dtype(tensor.dtype), {band_end - band_begin, m.cols}, band.bytes,
+                            whole ? residency_key(checkpoint, tensor, ~uint64_t{0}) : 0});  // the whole tensor, not a band
+  request.attributes = attributes_of(in_band);
   request.consent = consent;
   RenderOutcome outcome;
   outcome.rgba.assign(kRenderTileBytes, 0);

@@ -14,45 +14,11 @@ namespace {
 // Bands keep one operation's input under this many bytes, so progress and residency are granular.
 constexpr uint64_t kBandBytes = 256ull << 20;
 
-// A tensor's stored bytes as one contiguous row-major run: the mapped bytes when the tensor is
-// contiguous, else a gathered copy (a strided PyTorch view; element bytes are moved, not decoded).
-struct ContiguousBytes {
-  std::span<const std::byte> bytes;
-  std::vector<std::byte> owned;
-};
+// A tensor's stored bytes as one contiguous row-major run (all rows of its matrix).
+using ContiguousBytes = MatrixRows;
 
 Result<ContiguousBytes> contiguous_bytes(const Checkpoint& checkpoint, const TensorInfo& tensor) {
-  ContiguousBytes out;
-  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
-  TM_ASSIGN_OR_RETURN(uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
-  auto where = [&] {
-    return checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "' at offset " +
-           std::to_string(tensor.offset);
-  };
-  if (tensor.contiguous()) {
-    if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
-    out.bytes = stored.first(need);
-    return out;
-  }
-  const DTypeInfo& info = dtype_info(tensor.dtype);
-  if (info.block_elems != 1) return Status::Unsupported(where() + ": strided view of a block type");
-  const uint64_t size = info.block_bytes, count = tensor.elements(), storage = stored.size() / size;
-  out.owned.resize(need);
-  std::vector<uint64_t> index(tensor.shape.size(), 0);
-  for (uint64_t i = 0; i < count; ++i) {
-    int64_t at = 0;
-    for (size_t d = 0; d < index.size(); ++d) at += static_cast<int64_t>(index[d]) * tensor.strides[d];
-    if (at < 0 || static_cast<uint64_t>(at) >= storage) {
-      return Status::FormatError(where() + ": strided view reaches outside its storage");
-    }
-    std::memcpy(out.owned.data() + i * size, stored.data() + static_cast<uint64_t>(at) * size, size);
-    for (size_t d = index.size(); d-- > 0;) {
-      if (++index[d] < tensor.shape[d]) break;
-      index[d] = 0;
-    }
-  }
-  out.bytes = out.owned;
-  return out;
+  return matrix_rows(checkpoint, tensor, 0, as_matrix(tensor).rows);
 }
 
 // Runs one request; an operation that needs consent is reported as an error naming the ladder
@@ -166,6 +132,51 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   req.attributes = {{"lo", 0, lo}, {"hi", 0, hi}, {"bins", static_cast<int64_t>(bins), 0}};
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
   return counts;
+}
+
+Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
+                               uint64_t row_end) {
+  MatrixRows out;
+  const MatrixShape m = as_matrix(tensor);
+  auto where = [&] {
+    return checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "' at offset " +
+           std::to_string(tensor.offset);
+  };
+  if (row_begin > row_end || row_end > m.rows) return Status::InvalidArgument(where() + ": rows out of range");
+  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
+  TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+  if (tensor.contiguous()) {
+    if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
+    out.bytes = stored.subspan(row_begin * row_bytes, (row_end - row_begin) * row_bytes);
+    return out;
+  }
+  const DTypeInfo& info = dtype_info(tensor.dtype);
+  if (info.block_elems != 1) return Status::Unsupported(where() + ": strided view of a block type");
+  const uint64_t size = info.block_bytes, storage = stored.size() / size;
+  const uint64_t first = row_begin * m.cols, count = (row_end - row_begin) * m.cols;
+  out.owned.resize(count * size);
+  // The multi-index of flat element `first`, then odometer steps in row-major order.
+  std::vector<uint64_t> index(tensor.shape.size(), 0);
+  for (uint64_t rest = first, d = index.size(); d-- > 0;) {
+    index[d] = rest % tensor.shape[d];
+    rest /= tensor.shape[d];
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < index.size(); ++d) at += static_cast<int64_t>(index[d]) * tensor.strides[d];
+    if (at < 0 || static_cast<uint64_t>(at) >= storage) {
+      return Status::FormatError(where() + ": strided view reaches outside its storage (element " +
+                                 std::to_string(first + i) + ")");
+    }
+    std::memcpy(out.owned.data() + i * size, stored.data() + static_cast<uint64_t>(at) * size, size);
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < tensor.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  out.bytes = out.owned;
+  return out;
 }
 
 }  // namespace tensormorph::ops

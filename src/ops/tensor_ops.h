@@ -17,6 +17,20 @@ using Records = std::vector<compute::PlacementRecord>;
 /// Default tile size of tile statistics and of the index pyramid.
 inline constexpr uint32_t kDefaultTile = 256;
 
+/// Stored bytes of some matrix rows of a tensor (see as_matrix) as one row-major run: the mapped
+/// bytes when the tensor is contiguous, else a gathered copy (`owned`; a strided PyTorch view,
+/// element bytes moved, not decoded).
+struct MatrixRows {
+  std::span<const std::byte> bytes;
+  std::vector<std::byte> owned;
+};
+
+/// Rows [row_begin, row_end) of `tensor`'s matrix; FORMAT_ERROR naming the file, tensor and offset
+/// when the storage is too short or a view reaches outside it; UNSUPPORTED for a strided view of a
+/// block type.
+Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
+                               uint64_t row_end);
+
 /// Called after each band of tile statistics with the stored bytes it covered.
 using BandDone = std::function<void(uint64_t bytes)>;
 

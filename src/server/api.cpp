@@ -85,18 +85,21 @@ json tensor_json(Catalog& catalog, size_t id, size_t index, const TensorInfo& t)
 Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint& ckpt, const TensorInfo& t,
                                  const ops::ViewRange& view, ops::Records& records) {
   const ops::MatrixShape m = ops::as_matrix(t);
-  TM_ASSIGN_OR_RETURN(auto stored, ckpt.tensor_bytes(t));
-  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(t.dtype, t.elements()));
-  if (!t.contiguous() || stored.size() < need) return Status::Unsupported("tensor '" + t.name + "' is not contiguous");
+  // A strided view gathers the block's rows only (a band, not cached on devices).
+  const bool whole = t.contiguous();
+  const uint64_t band_begin = whole ? 0 : view.row_begin, band_end = whole ? m.rows : view.row_end;
+  TM_ASSIGN_OR_RETURN(auto band, ops::matrix_rows(ckpt, t, band_begin, band_end));
   const uint64_t side = std::max(view.row_end - view.row_begin, view.col_end - view.col_begin);
   const uint32_t tile = static_cast<uint32_t>(std::max<uint64_t>(ops::kMinTile, std::bit_ceil(side)));
   if (tile > ops::kMaxTile) return Status::InvalidArgument("block too large for one tile");
   TM_TileStats out = ops::empty_tile_stats();
   compute::OpRequest req;
   req.op = TM_OP_TILE_STATS;
-  req.inputs.push_back({to_abi_dtype(t.dtype), {m.rows, m.cols}, stored.first(need), ops::residency_key(ckpt, t, ~uint64_t{0})});
+  req.inputs.push_back({to_abi_dtype(t.dtype), {band_end - band_begin, m.cols}, band.bytes,
+                        whole ? ops::residency_key(ckpt, t, ~uint64_t{0}) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof out}, std::as_writable_bytes(std::span(&out, 1))});
-  req.attributes = {{"row_begin", static_cast<int64_t>(view.row_begin), 0}, {"row_end", static_cast<int64_t>(view.row_end), 0},
+  req.attributes = {{"row_begin", static_cast<int64_t>(view.row_begin - band_begin), 0},
+                    {"row_end", static_cast<int64_t>(view.row_end - band_begin), 0},
                     {"col_begin", static_cast<int64_t>(view.col_begin), 0}, {"col_end", static_cast<int64_t>(view.col_end), 0},
                     {"tile", tile, 0}};
   TM_ASSIGN_OR_RETURN(auto placed, scheduler.run(req));
