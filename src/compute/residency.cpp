@@ -34,17 +34,21 @@ bool ResidencyCache::insert(uint64_t key, const Backend& backend, TM_Buffer* buf
   const uint64_t cap = budget_for(backend);
   if (bytes > cap) return false;
   std::lock_guard lock(mutex_);
+  evict_locked(backend, cap - bytes);
+  lru_.push_front({key, &backend, buffer, bytes});
+  return true;
+}
+
+void ResidencyCache::evict_locked(const Backend& backend, uint64_t keep_bytes) {
   uint64_t used = 0;
   for (const auto& e : lru_) used += (e.backend == &backend) ? e.bytes : 0;
-  for (auto it = lru_.end(); used + bytes > cap && it != lru_.begin();) {
+  for (auto it = lru_.end(); used > keep_bytes && it != lru_.begin();) {
     --it;
     if (it->backend != &backend) continue;
     used -= it->bytes;
     it->backend->release(it->buffer);
     it = lru_.erase(it);
   }
-  lru_.push_front({key, &backend, buffer, bytes});
-  return true;
 }
 
 void ResidencyCache::set_budget(uint64_t budget_bytes) {
@@ -54,18 +58,7 @@ void ResidencyCache::set_budget(uint64_t budget_bytes) {
   for (const auto& e : lru_) {
     if (std::find(holders.begin(), holders.end(), e.backend) == holders.end()) holders.push_back(e.backend);
   }
-  for (const Backend* backend : holders) {
-    const uint64_t cap = budget_for(*backend);
-    uint64_t used = 0;
-    for (const auto& e : lru_) used += (e.backend == backend) ? e.bytes : 0;
-    for (auto it = lru_.end(); used > cap && it != lru_.begin();) {
-      --it;
-      if (it->backend != backend) continue;
-      used -= it->bytes;
-      it->backend->release(it->buffer);
-      it = lru_.erase(it);
-    }
-  }
+  for (const Backend* backend : holders) evict_locked(*backend, budget_for(*backend));
 }
 
 void ResidencyCache::drop_backend(const Backend& backend) {

@@ -39,6 +39,9 @@ class ResidencyCache {
   void set_budget(uint64_t budget_bytes);
 
  private:
+  /// Evicts `backend`'s least recently used entries until it holds at most `keep_bytes`; mutex_ held.
+  void evict_locked(const Backend& backend, uint64_t keep_bytes);
+
   struct Entry {
     uint64_t key;
     const Backend* backend;

@@ -131,13 +131,7 @@ void Scheduler::set_memory_budget(uint64_t bytes) {
   options_.memory_budget_bytes = bytes;
 }
 
-void Scheduler::set_device_cache_budget(uint64_t bytes) {
-  {
-    std::lock_guard lock(options_mutex_);
-    options_.device_cache_bytes = bytes;
-  }
-  residency_.set_budget(bytes);
-}
+void Scheduler::set_device_cache_budget(uint64_t bytes) { residency_.set_budget(bytes); }
 
 Constraints Scheduler::constraints() const {
   std::lock_guard lock(options_mutex_);

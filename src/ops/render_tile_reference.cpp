@@ -141,17 +141,13 @@ ViewRange render_cell_view(const RenderParams& p, uint64_t rows, uint64_t cols) 
 Status render_cell_grid(std::span<const TM_TileStats> stats, const TileGrid& grid, const RenderParams& p,
                         std::span<uint8_t> rgba) {
   TM_RETURN_IF_ERROR(check_render_params(p));
-  if (rgba.size() != kRenderTileBytes) return Status::InvalidArgument("render_tile: output is not 256 x 256 RGBA");
-  if (stats.size() != grid.count()) return Status::InvalidArgument("render_tile: the block grid does not match its shape");
-  for (uint32_t y = 0; y < kRenderTilePixels; ++y) {
-    const uint64_t gy = y / p.magnify;
-    for (uint32_t x = 0; x < kRenderTilePixels; ++x) {
-      const uint64_t gx = x / p.magnify;
-      const bool inside = gy < grid.rows && gx < grid.cols;
-      put_pixel(rgba, y, x, inside ? render_pixel_colour(stats[gy * grid.cols + gx], p) : std::array<uint8_t, 4>{});
-    }
-  }
-  return Status::Ok();
+  // The block grid is a statistics grid seen from its first cell: colour it like one.
+  RenderParams as_grid = p;
+  as_grid.source = RenderSource::kTileStats;
+  as_grid.cell = 1;
+  as_grid.row_begin = 0;
+  as_grid.col_begin = 0;
+  return render_stats_reference(stats, grid.rows, grid.cols, as_grid, rgba);
 }
 
 Status render_stats_reference(std::span<const TM_TileStats> grid, uint64_t grid_rows, uint64_t grid_cols,

@@ -16,12 +16,6 @@ struct InputRef {
   const uint8_t* host = nullptr;    ///< host bytes to stream (byte_offset applied)
 };
 
-/// Where an output goes: a buffer of this backend, or host memory.
-struct OutputRef {
-  uint8_t* device = nullptr;
-  uint8_t* host = nullptr;
-};
-
 Result<GpuBuffer*> owned_buffer(GpuBackend& b, TM_Buffer* handle, const ops::TensorArgument& t, const char* role) {
   auto* buffer = reinterpret_cast<GpuBuffer*>(handle);
   if (!b.owns(buffer)) {
@@ -43,17 +37,6 @@ Result<InputRef> input_of(GpuBackend& b, const ops::TensorArgument& t) {
     ref.device = buffer->data + t.arg.byte_offset;
   } else {
     ref.host = static_cast<const uint8_t*>(t.arg.host_data) + t.arg.byte_offset;
-  }
-  return ref;
-}
-
-Result<OutputRef> output_of(GpuBackend& b, const ops::TensorArgument& t) {
-  OutputRef ref;
-  if (t.arg.buffer != nullptr) {
-    TM_ASSIGN_OR_RETURN(GpuBuffer * buffer, owned_buffer(b, t.arg.buffer, t, "output"));
-    ref.device = buffer->data + t.arg.byte_offset;
-  } else {
-    ref.host = static_cast<uint8_t*>(t.arg.host_out) + t.arg.byte_offset;
   }
   return ref;
 }
@@ -93,6 +76,17 @@ uint64_t chunk_limit(const GpuBackend& b, uint64_t budget) {
 }
 
 }  // namespace
+
+Result<OutputRef> output_of(GpuBackend& b, const ops::TensorArgument& t) {
+  OutputRef ref;
+  if (t.arg.buffer != nullptr) {
+    TM_ASSIGN_OR_RETURN(GpuBuffer * buffer, owned_buffer(b, t.arg.buffer, t, "output"));
+    ref.device = buffer->data + t.arg.byte_offset;
+  } else {
+    ref.host = static_cast<uint8_t*>(t.arg.host_out) + t.arg.byte_offset;
+  }
+  return ref;
+}
 
 std::optional<KernelDType> kernel_dtype(DType dtype) {
   switch (dtype) {

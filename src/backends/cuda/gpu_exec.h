@@ -19,6 +19,16 @@ struct RunReport {
   uint64_t bytes_written = 0;  ///< output bytes produced
 };
 
+/// Where an output goes: a buffer of this backend, or host memory.
+struct OutputRef {
+  uint8_t* device = nullptr;  ///< in a buffer of this backend (byte_offset applied)
+  uint8_t* host = nullptr;    ///< host memory (byte_offset applied)
+};
+
+/// Where output argument `t` goes; INVALID_ARGUMENT when it names a buffer that is not this
+/// backend's or too small.
+Result<OutputRef> output_of(GpuBackend& backend, const ops::TensorArgument& t);
+
 /// The kernel dtype of `dtype`, or nullopt when this backend does not implement it.
 std::optional<tm_gpu::KernelDType> kernel_dtype(DType dtype);
 

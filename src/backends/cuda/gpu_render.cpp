@@ -58,18 +58,13 @@ Result<RunReport> run_render(GpuBackend& b, const ops::RenderArgs& args, uint64_
   blocks.output.arg.host_out = stats.data();
   TM_ASSIGN_OR_RETURN(RunReport run, run_tile_stats(b, blocks, memory_budget));
 
+  TM_ASSIGN_OR_RETURN(const OutputRef out, output_of(b, args.output));
   std::vector<uint8_t> rgba(ops::kRenderTileBytes);
   TM_RETURN_IF_ERROR(ops::render_cell_grid(stats, blocks.grid, args.params, rgba));
-  if (args.output.arg.buffer != nullptr) {
-    auto* buffer = reinterpret_cast<GpuBuffer*>(args.output.arg.buffer);
-    uint64_t end = 0;
-    if (!b.owns(buffer) || __builtin_add_overflow(args.output.arg.byte_offset, rgba.size(), &end) || end > buffer->bytes) {
-      return Status::InvalidArgument(TM_GPU_VENDOR ": the render output buffer is not this backend's or too small");
-    }
-    TM_RETURN_IF_ERROR(b.copy_to_device(buffer->data + args.output.arg.byte_offset, rgba.data(), rgba.size()));
+  if (out.device) {
+    TM_RETURN_IF_ERROR(b.copy_to_device(out.device, rgba.data(), rgba.size()));
   } else {
-    auto* out = static_cast<uint8_t*>(args.output.arg.host_out) + args.output.arg.byte_offset;
-    std::copy(rgba.begin(), rgba.end(), out);
+    std::copy(rgba.begin(), rgba.end(), out.host);
   }
   run.bytes_written = ops::kRenderTileBytes;
   return run;
