@@ -84,7 +84,7 @@ struct FloatWord {
 struct DecF32 {
   static constexpr uint32_t kBlockElems = 1, kBlockBytes = 4;
   static constexpr bool kTable = false;
-  static constexpr int kMaxWords = 8;  // 128 bytes in flight per lane
+  static constexpr int kMaxWords = 16;  // 256 bytes per lane: fewer units, less epilogue per byte
   using Word = uint4;
   template <bool kAligned>
   __device__ static Word load_word(const uint8_t* row, uint64_t col) {

@@ -29,6 +29,46 @@ __device__ __forceinline__ T shuffle_xor(T x, int mask) {
 #endif
 }
 
+/// True when `p` holds on every lane of the warp. (On AMD wave64 hardware it asks both 32-lane
+/// groups of the wave; callers only use it to choose between two paths that agree bit for bit.)
+__device__ __forceinline__ bool warp_all(bool p) {
+#if defined(__HIP_PLATFORM_AMD__)
+  return __all(p);
+#else
+  return __all_sync(0xffffffffu, p);
+#endif
+}
+
+/// Sum over the 32 lanes (every lane gets it); one instruction on sm_80 and later.
+__device__ __forceinline__ uint32_t warp_sum(uint32_t x) {
+#if defined(__HIP_PLATFORM_AMD__)
+  for (int m = kLanes / 2; m >= 1; m /= 2) x += shuffle_xor(x, m);
+  return x;
+#else
+  return __reduce_add_sync(0xffffffffu, x);
+#endif
+}
+
+/// Minimum over the 32 lanes (every lane gets it).
+__device__ __forceinline__ int32_t warp_min(int32_t x) {
+#if defined(__HIP_PLATFORM_AMD__)
+  for (int m = kLanes / 2; m >= 1; m /= 2) x = min(x, shuffle_xor(x, m));
+  return x;
+#else
+  return __reduce_min_sync(0xffffffffu, x);
+#endif
+}
+
+/// Maximum over the 32 lanes (every lane gets it).
+__device__ __forceinline__ int32_t warp_max(int32_t x) {
+#if defined(__HIP_PLATFORM_AMD__)
+  for (int m = kLanes / 2; m >= 1; m /= 2) x = max(x, shuffle_xor(x, m));
+  return x;
+#else
+  return __reduce_max_sync(0xffffffffu, x);
+#endif
+}
+
 /// The CPU reference's monotone key of float bits: -0 orders below +0, NaN beyond +-Inf.
 __device__ __forceinline__ int32_t order_key(uint32_t bits) {
   return static_cast<int32_t>(bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) >> 1));

@@ -171,7 +171,11 @@ Result<RunReport> run_tile_stats(GpuBackend& b, const ops::TileStatsArgs& args, 
       TM_RETURN_IF_ERROR(b.check(cudaStreamWaitEvent(stream, b.event(2 + slot), 0), "ordering a chunk"));
       data = chunks[slot];
     }
+    const uint64_t band_tiles = tile_rows * args.grid.cols;
     tm_gpu::TilePlan plan = tm_gpu::plan_tile_stats(*kdt, tile, aligned_at(data), b.options().force_generic);
+    if (plan.fast && (band_tiles * (tile / plan.rows_per_block)) >> 32) {
+      plan = tm_gpu::plan_tile_stats(*kdt, tile, false, true);  // the fast kernel counts units in 32 bits
+    }
     plan.max_blocks = 2 * b.multiprocessors();  // the fast kernel's persistent blocks: one wave
     tm_gpu::TileJob job;
     job.data = data;
@@ -185,7 +189,6 @@ Result<RunReport> run_tile_stats(GpuBackend& b, const ops::TileStatsArgs& args, 
     job.partials_per_tile = tile / plan.rows_per_block;
     job.partials = reinterpret_cast<tm_gpu::TilePartial*>(partials) + first_tile_row * args.grid.cols * job.partials_per_tile;
     job.f8_table = b.f8_table(*kdt);
-    const uint64_t band_tiles = tile_rows * args.grid.cols;
     TM_RETURN_IF_ERROR(b.check(tm_gpu::launch_tile_rows(*kdt, plan, job, band_tiles * job.partials_per_tile, stream),
                                "launching tile_stats"));
     TM_RETURN_IF_ERROR(b.check(tm_gpu::launch_tile_finalize(

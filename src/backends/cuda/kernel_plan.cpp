@@ -6,11 +6,11 @@
 namespace tm_gpu {
 namespace {
 
-/// Words one lane of the fast kernel may hold: 128 bytes of raw data (decoded floats for the
-/// block types). Must match D::kMaxWords in device_decode.cuh.
+/// Words one lane of the fast kernel may hold: 128 or 256 bytes of raw data (decoded floats for
+/// the block types). Must match D::kMaxWords in device_decode.cuh.
 uint32_t max_words(KernelDType dtype) {
   switch (dtype) {
-    case KernelDType::kF32: return 8;
+    case KernelDType::kF32: return 16;
     case KernelDType::kF16:
     case KernelDType::kBF16: return 16;
     case KernelDType::kF8E4M3:

@@ -105,20 +105,20 @@ __device__ __forceinline__ double halving(double (&a)[N]) {
   return halving_n<N>(a);
 }
 
-// ---- Fast accumulators: counts and extremes of words known to be complete -------------------
-// They run before the sums; when they find a non-finite value the lane takes the careful path.
-// Their min/max may pick either zero when both signs occur, so a zero extreme is recomputed
-// exactly from the words.
+// ---- Fast accumulators: zeros and extremes of words known to be complete ---------------------
+// They assume every value is finite; the caller proves it afterwards from the lane's sums of
+// squares (a non-finite value makes them Inf or NaN, finite values cannot: a float's square is
+// below 2^256) and takes the careful path otherwise. Their min/max may pick either zero when
+// both signs occur, so a zero extreme is recomputed exactly from the words. absmax is not
+// tracked: for finite values it is the larger magnitude of the two extremes.
 
 /// Per-element accumulator on float bits (F32, F8, the block types, and 16-bit types on HIP).
 struct FastFloat {
-  uint32_t absmax = 0;
   float lo = __builtin_huge_valf();
   float hi = -__builtin_huge_valf();
   uint32_t zero_count = 0;
 
   __device__ __forceinline__ void add_bits(uint32_t bits) {
-    absmax = max(absmax, bits & 0x7fffffffu);
     const float v = __uint_as_float(bits);
     lo = fminf(lo, v);
     hi = fmaxf(hi, v);
@@ -129,9 +129,7 @@ struct FastFloat {
 #pragma unroll
     for (int e = 0; e < 4; ++e) add_bits(D::bits(w, e, table));
   }
-  __device__ __forceinline__ bool all_finite() const { return absmax < 0x7f800000u; }
   __device__ __forceinline__ uint32_t zeros() const { return zero_count; }
-  __device__ __forceinline__ uint32_t absmax_bits() const { return absmax; }
   __device__ __forceinline__ uint32_t min_bits() const { return __float_as_uint(lo); }
   __device__ __forceinline__ uint32_t max_bits() const { return __float_as_uint(hi); }
 };
@@ -144,7 +142,6 @@ struct Fast16 {
   static constexpr uint32_t kInf = kBrain ? 0x7f80u : 0x7c00u;
   uint32_t lo = kInf | (kInf << 16);
   uint32_t hi = (kInf | 0x8000u) | ((kInf | 0x8000u) << 16);
-  uint32_t absmax = 0;
   uint32_t zero_count = 0;  // two 16-bit float counters (exact: a lane counts at most 64 per half)
 
   __device__ static Pair as_pair(uint32_t w) {
@@ -165,7 +162,6 @@ struct Fast16 {
     const Pair v = as_pair(w);
     lo = as_bits(__hmin2(as_pair(lo), v));
     hi = as_bits(__hmax2(as_pair(hi), v));
-    absmax = as_bits(__hmax2_nan(as_pair(absmax), __habs2(v)));
     zero_count = as_bits(__hadd2(as_pair(zero_count), __heq2(v, as_pair(0u))));
   }
   template <class D>
@@ -173,15 +169,9 @@ struct Fast16 {
     add_pair(w.x);
     add_pair(w.y);
   }
-  __device__ __forceinline__ bool all_finite() const {
-    return (absmax & 0xffffu) < kInf && (absmax >> 16) < kInf;
-  }
   __device__ __forceinline__ uint32_t zeros() const {
     const Pair z = as_pair(zero_count);
     return static_cast<uint32_t>(__low2float(z)) + static_cast<uint32_t>(__high2float(z));
-  }
-  __device__ __forceinline__ uint32_t absmax_bits() const {
-    return max(to_float_bits(absmax & 0xffffu), to_float_bits(absmax >> 16));
   }
   __device__ __forceinline__ uint32_t min_bits() const {
     const uint32_t a = to_float_bits(lo & 0xffffu), b = to_float_bits(lo >> 16);
@@ -366,15 +356,46 @@ struct LaneUnit {
   bool full = false;             ///< the unit's tile lies wholly inside the view's columns (warp-uniform)
 };
 
-/// Unit `unit` = (tile, k): S = 32 / G rows of the tile, rows k + K * s (s < S), a subtree of the
-/// tile's row order; the lane takes row s = lane / G, words k0 + G * r with k0 = lane % G.
-__device__ __forceinline__ LaneUnit locate_unit(const TileJob& job, uint64_t unit, uint32_t g) {
+/// A warp unit (tile, k) = (unit / K, unit % K) with the tile split into row and column. A warp
+/// walks units a fixed stride apart, so the cursor advances by adding a precomputed step with
+/// carries instead of dividing per unit. 32 bits suffice: the fast path runs only when the
+/// launch has fewer than 2^32 units.
+struct UnitCursor {
+  uint32_t tile_row = 0;
+  uint32_t tile_col = 0;
+  uint32_t k = 0;
+
+  /// The cursor of `unit` (divides; also expresses the stride between a warp's units as a step).
+  __device__ static UnitCursor at(const TileJob& job, uint32_t unit) {
+    const uint32_t tile = unit / job.partials_per_tile;
+    const uint32_t across = static_cast<uint32_t>(job.tiles_across);
+    return {tile / across, tile % across, unit % job.partials_per_tile};
+  }
+  /// Moves on by `step` (a cursor made by at(job, stride)).
+  __device__ __forceinline__ void advance(const TileJob& job, const UnitCursor& step) {
+    const uint32_t across = static_cast<uint32_t>(job.tiles_across);
+    k += step.k;
+    uint32_t carry = 0;
+    if (k >= job.partials_per_tile) {
+      k -= job.partials_per_tile;
+      carry = 1;
+    }
+    tile_row += step.tile_row;
+    tile_col += step.tile_col + carry;  // < 2 * tiles_across
+    if (tile_col >= across) {
+      tile_col -= across;
+      tile_row += 1;
+    }
+  }
+};
+
+/// Unit (tile, k): S = 32 / G rows of the tile, rows k + K * s (s < S), a subtree of the tile's
+/// row order; the lane takes row s = lane / G, words k0 + G * r with k0 = lane % G.
+__device__ __forceinline__ LaneUnit locate_unit(const TileJob& job, const UnitCursor& c, uint32_t g) {
   const uint32_t lane = threadIdx.x % kLanes;
-  const uint64_t tile = unit / job.partials_per_tile;
-  const uint64_t k = unit % job.partials_per_tile;
-  const uint64_t tile_row = tile / job.tiles_across, tile_col = tile % job.tiles_across;
-  const uint64_t row = tile_row * job.tile + k + static_cast<uint64_t>(job.partials_per_tile) * (lane / g);
-  const uint64_t col = job.col_begin + tile_col * job.tile;
+  const uint64_t row = static_cast<uint64_t>(c.tile_row) * job.tile + c.k +
+                       static_cast<uint64_t>(job.partials_per_tile) * (lane / g);
+  const uint64_t col = job.col_begin + static_cast<uint64_t>(c.tile_col) * job.tile;
   LaneUnit u;
   u.row_ok = row < job.view_rows;
   u.full = col + job.tile <= job.col_end;
@@ -383,64 +404,83 @@ __device__ __forceinline__ LaneUnit locate_unit(const TileJob& job, uint64_t uni
   return u;
 }
 
-/// The fast path: persistent warps, each reducing unit after unit (S rows of one tile) while the
-/// next unit's words are already loading. No block-wide synchronisation: a unit's partial (rows
-/// merged by halving over s with shuffles, xor (S/2)G ... G) goes straight to global memory.
+/// Magnitude bits of the larger extreme (absmax of finite values; 0 when there are none).
+__device__ __forceinline__ uint32_t absmax_of_keys(int32_t min_key, int32_t max_key) {
+  if (min_key > max_key) return 0;
+  return max(bits_from_key(min_key) & 0x7fffffffu, bits_from_key(max_key) & 0x7fffffffu);
+}
+
+/// A finite double (the fast path's proof that a lane saw no NaN or Inf).
+__device__ __forceinline__ bool finite(double x) {
+  return (__double_as_longlong(x) & 0x7ff0000000000000ll) != 0x7ff0000000000000ll;
+}
+
+/// The fast path: persistent warps, each reducing unit after unit (S rows of one tile); the other
+/// warps of the SM hide a unit's load latency (holding the next unit's words in registers as
+/// well measured no faster: it costs occupancy). No block-wide synchronisation: a unit's partial
+/// (rows merged by halving over s with shuffles, xor (S/2)G ... G) goes straight to global memory.
+/// Units whose values are all finite (the common case, decided for the whole warp) merge their
+/// counts with three warp reductions; the others take the element-wise careful path.
 template <class D, int N>
-__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t g, uint64_t units) {
+__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t g, uint32_t units) {
   __shared__ float shared_table[D::kTable ? 256 : 1];
   const float* table = stage_table<D>(job, shared_table);
   const uint32_t lane = threadIdx.x % kLanes;
   const uint32_t segments = kLanes / g;
-  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / kLanes);
+  const uint32_t warps = gridDim.x * (blockDim.x / kLanes);
   const uint64_t stride = 4ull * g;
-  uint64_t unit = static_cast<uint64_t>(blockIdx.x) * (blockDim.x / kLanes) + threadIdx.x / kLanes;
+  uint32_t unit = blockIdx.x * (blockDim.x / kLanes) + threadIdx.x / kLanes;
+  if (unit >= units) return;  // warp-uniform
+  const UnitCursor step = UnitCursor::at(job, warps);
+  UnitCursor cursor = UnitCursor::at(job, unit);
 
-  typename D::Word raw[N];
-  bool loaded = false;
-  if (unit < units) {
-    const LaneUnit u = locate_unit(job, unit, g);
-    if (u.row_ok && u.full) {
+  for (; unit < units; unit += warps, cursor.advance(job, step)) {
+    const LaneUnit u = locate_unit(job, cursor, g);
+    const bool loaded = u.row_ok && u.full;
+    typename D::Word raw[N];
+    if (loaded) {
 #pragma unroll
       for (int r = 0; r < N; ++r) raw[r] = D::template load_word<true>(u.row, u.first_col + stride * r);
-      loaded = true;
-    }
-  }
-  for (; unit < units; unit += warps) {
-    const LaneUnit u = locate_unit(job, unit, g);
-    // Issue the next unit's loads before this unit's arithmetic.
-    typename D::Word next[N];
-    bool next_loaded = false;
-    if (unit + warps < units) {
-      const LaneUnit n = locate_unit(job, unit + warps, g);
-      if (n.row_ok && n.full) {
-#pragma unroll
-        for (int r = 0; r < N; ++r) next[r] = D::template load_word<true>(n.row, n.first_col + stride * r);
-        next_loaded = true;
-      }
     }
     double sum[4] = {0.0, 0.0, 0.0, 0.0}, sq[4] = {0.0, 0.0, 0.0, 0.0};
-    LaneCounts counts = LaneCounts::empty();
+    typename FastOf<D>::type fast;
+    bool lane_fast = false;
+    int32_t min_key = kKeyPosInf, max_key = kKeyNegInf;
+    uint32_t zeros = 0;
     if (loaded) {
-      typename FastOf<D>::type fast;
 #pragma unroll
       for (int r = 0; r < N; ++r) fast.template add_word<D>(raw[r], table);
-      if (fast.all_finite()) {
-        fast_sums<D, N>(raw, table, sum, sq);
-        counts.zeros = fast.zeros();
-        counts.absmax = fast.absmax_bits();
+      fast_sums<D, N>(raw, table, sum, sq);
+      lane_fast = finite((sq[0] + sq[1]) + (sq[2] + sq[3]));
+      if (lane_fast) {
+        zeros = fast.zeros();
         const uint32_t lo = fast.min_bits(), hi = fast.max_bits();
         if ((lo & 0x7fffffffu) == 0 || (hi & 0x7fffffffu) == 0) {
-          exact_extremes<D, N>(raw, table, counts.min_key, counts.max_key);
+          exact_extremes<D, N>(raw, table, min_key, max_key);
         } else {
-          counts.min_key = order_key(lo);
-          counts.max_key = order_key(hi);
+          min_key = order_key(lo);
+          max_key = order_key(hi);
         }
-      } else {
-        careful_sums<D, N>(raw, table, counts, sum, sq);
       }
-    } else if (u.row_ok) {
-      ragged_sums<D, N>(u.row, u.first_col, stride, job.col_end, table, counts, sum, sq);
+    }
+    LaneCounts counts = LaneCounts::empty();
+    if (warp_all(lane_fast || !u.row_ok)) {
+      counts.zeros = warp_sum(zeros);
+      counts.min_key = warp_min(min_key);
+      counts.max_key = warp_max(max_key);
+      counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+    } else {
+      if (lane_fast) {
+        counts.zeros = zeros;
+        counts.min_key = min_key;
+        counts.max_key = max_key;
+        counts.absmax = absmax_of_keys(min_key, max_key);
+      } else if (loaded) {
+        careful_sums<D, N>(raw, table, counts, sum, sq);
+      } else if (u.row_ok) {
+        ragged_sums<D, N>(u.row, u.first_col, stride, job.col_end, table, counts, sum, sq);
+      }
+      counts.merge_warp();
     }
     for (uint32_t m = g / 2; m >= 1; m /= 2) {
 #pragma unroll
@@ -455,7 +495,6 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
       row_sum = row_sum + shuffle_xor(row_sum, static_cast<int>(m * g));
       row_sq = row_sq + shuffle_xor(row_sq, static_cast<int>(m * g));
     }
-    counts.merge_warp();
     if (lane == 0) {
       TilePartial p;
       p.sum = row_sum;
@@ -470,9 +509,6 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
       p.reserved = 0;
       job.partials[unit] = p;
     }
-#pragma unroll
-    for (int r = 0; r < N; ++r) raw[r] = next[r];
-    loaded = next_loaded;
   }
 }
 
@@ -550,8 +586,10 @@ cudaError_t launch_tile_rows_for(const TilePlan& plan, const TileJob& job, uint6
     }
     return cudaSuccess;
   }
-  // Fast path: `blocks` counts warp units; persistent blocks of 8 warps loop over them.
-  const uint64_t units = blocks;
+  // Fast path: `blocks` counts warp units (fewer than 2^32, see plan_launch in gpu_exec);
+  // persistent blocks of 8 warps loop over them.
+  if (blocks >> 32) return cudaErrorInvalidValue;
+  const uint32_t units = static_cast<uint32_t>(blocks);
   const uint64_t wanted = (units + kTileBlockThreads / kLanes - 1) / (kTileBlockThreads / kLanes);
   const uint64_t limit = plan.max_blocks > 0 ? plan.max_blocks : wanted;
   const unsigned grid = static_cast<unsigned>(wanted < limit ? wanted : limit);
