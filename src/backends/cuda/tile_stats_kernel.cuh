@@ -200,11 +200,18 @@ struct FastOf<Dec16<kBrain>> {
 template <class D>
 __device__ __forceinline__ double widen(const typename D::Word& w, int e, const float* table) {
 #if !defined(__HIP_PLATFORM_AMD__)
-  if constexpr (std::is_same_v<D, DecF16>) {
-    // The hardware conversion is exact for every finite half (the fast path sees no other).
+  if constexpr (std::is_same_v<D, DecF16> || std::is_same_v<D, DecBF16>) {
+    // One conversion straight from the 16-bit half of the word (exact for every finite value;
+    // the fast path sees no other).
     const uint32_t word = e < 2 ? w.x : w.y;
     const unsigned short h = static_cast<unsigned short>((e & 1) ? word >> 16 : word & 0xffffu);
-    return static_cast<double>(__half2float(__ushort_as_half(h)));
+    double x;
+    if constexpr (std::is_same_v<D, DecF16>) {
+      asm("cvt.f64.f16 %0, %1;" : "=d"(x) : "h"(h));
+    } else {
+      asm("cvt.f64.bf16 %0, %1;" : "=d"(x) : "h"(h));
+    }
+    return x;
   }
 #endif
   return static_cast<double>(__uint_as_float(D::bits(w, e, table)));
