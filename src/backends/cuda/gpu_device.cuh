@@ -69,6 +69,15 @@ __device__ __forceinline__ int32_t warp_max(int32_t x) {
 #endif
 }
 
+/// Asks for the 128-byte line at `p` to be brought into L2 (a hint; nothing on AMD GPUs).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#if !defined(__HIP_PLATFORM_AMD__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
 /// The CPU reference's monotone key of float bits: -0 orders below +0, NaN beyond +-Inf.
 __device__ __forceinline__ int32_t order_key(uint32_t bits) {
   return static_cast<int32_t>(bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) >> 1));

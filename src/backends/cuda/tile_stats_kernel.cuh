@@ -411,6 +411,23 @@ __device__ __forceinline__ LaneUnit locate_unit(const TileJob& job, const UnitCu
   return u;
 }
 
+/// Units a warp asks L2 for ahead of the one it reduces: one (measured on the H200: BF16 +5%,
+/// F16 +6%, Q8_0 +13%), none for F32, whose lanes already load 256 bytes each (it was 20%
+/// slower with the prefetch; two or four units ahead were slower for every dtype).
+template <class D>
+constexpr uint32_t kPrefetchAhead = std::is_same_v<D, DecF32> ? 0 : 1;
+
+/// Prefetches the bytes of one row of a tile, columns [first_col, first_col + tile), into L2:
+/// the G lanes sharing the row take every G-th 128-byte line.
+template <class D>
+__device__ __forceinline__ void prefetch_tile_row(const uint8_t* row, uint64_t first_col, uint32_t tile, uint32_t k0,
+                                                  uint32_t g) {
+  const uint8_t* begin = row + first_col / D::kBlockElems * D::kBlockBytes;
+  const uint8_t* end = row + (first_col + tile - 1) / D::kBlockElems * D::kBlockBytes + D::kBlockBytes;
+  const uint8_t* line = begin - (reinterpret_cast<uintptr_t>(begin) & 127u) + 128ull * k0;
+  for (; line < end; line += 128ull * g) prefetch_l2(line);
+}
+
 /// Magnitude bits of the larger extreme (absmax of finite values; 0 when there are none).
 __device__ __forceinline__ uint32_t absmax_of_keys(int32_t min_key, int32_t max_key) {
   if (min_key > max_key) return 0;
@@ -440,14 +457,25 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
   if (unit >= units) return;  // warp-uniform
   const UnitCursor step = UnitCursor::at(job, warps);
   UnitCursor cursor = UnitCursor::at(job, unit);
+  UnitCursor ahead = cursor;
+  if constexpr (kPrefetchAhead<D> > 0) {
+    for (uint32_t i = 0; i < kPrefetchAhead<D>; ++i) ahead.advance(job, step);
+  }
 
-  for (; unit < units; unit += warps, cursor.advance(job, step)) {
+  for (; unit < units; unit += warps, cursor.advance(job, step), ahead.advance(job, step)) {
     const LaneUnit u = locate_unit(job, cursor, g);
     const bool loaded = u.row_ok && u.full;
     typename D::Word raw[N];
     if (loaded) {
 #pragma unroll
       for (int r = 0; r < N; ++r) raw[r] = D::template load_word<true>(u.row, u.first_col + stride * r);
+    }
+    // Start DRAM on a later unit while this one computes (L2 holds it; no registers needed).
+    if constexpr (kPrefetchAhead<D> > 0) {
+      if (units - unit > kPrefetchAhead<D> * warps) {
+        const LaneUnit a = locate_unit(job, ahead, g);
+        if (a.row_ok && a.full) prefetch_tile_row<D>(a.row, a.first_col - 4ull * (lane % g), job.tile, lane % g, g);
+      }
     }
     double sum[4] = {0.0, 0.0, 0.0, 0.0}, sq[4] = {0.0, 0.0, 0.0, 0.0};
     typename FastOf<D>::type fast;
