@@ -445,8 +445,10 @@ __device__ __forceinline__ bool finite(double x) {
 /// (rows merged by halving over s with shuffles, xor (S/2)G ... G) goes straight to global memory.
 /// Units whose values are all finite (the common case, decided for the whole warp) merge their
 /// counts with three warp reductions; the others take the element-wise careful path.
-template <class D, int N>
-__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t g, uint32_t units) {
+template <class D, int N, uint32_t kG = 0>
+__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob job, uint32_t lanes_per_row,
+                                                                       uint32_t units) {
+  const uint32_t g = kG != 0 ? kG : lanes_per_row;  // G: a constant in the default tile's instance
   __shared__ float shared_table[D::kTable ? 256 : 1];
   const float* table = stage_table<D>(job, shared_table);
   const uint32_t lane = threadIdx.x % kLanes;
@@ -605,6 +607,22 @@ __global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob j
 
 // ---- Host-side dispatch of one family ----------------------------------------------------------
 
+/// The index's default tile (ops::kDefaultTile). With the most words per lane it has G = 256 / 4N
+/// lanes per row; that instance is compiled with G constant (immediate load offsets, unrolled
+/// shuffles), every other G passes it at run time.
+constexpr uint32_t kDefaultTile = 256;
+
+/// Launches the fast kernel with D's most words per lane N.
+template <class D, int N>
+void launch_widest(unsigned grid, const TileJob& job, uint32_t g, uint32_t units, cudaStream_t stream) {
+  constexpr uint32_t kDefaultG = kDefaultTile / (4 * N);
+  if (g == kDefaultG) {
+    tile_rows_fast<D, N, kDefaultG><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+  } else {
+    tile_rows_fast<D, N><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+  }
+}
+
 /// Launches decoder D's kernels: the generic row blocks, or the fast kernel's warp units for the
 /// N that plan_tile_stats picks (1, 2, 4, 8, 16, up to D::kMaxWords).
 template <class D>
@@ -621,8 +639,8 @@ cudaError_t launch_tile_rows_for(const TilePlan& plan, const TileJob& job, uint6
     }
     return cudaSuccess;
   }
-  // Fast path: `blocks` counts warp units (fewer than 2^32, see plan_launch in gpu_exec);
-  // persistent blocks of 8 warps loop over them.
+  // Fast path: `blocks` counts warp units (fewer than 2^32: gpu_exec.cpp takes the generic path
+  // otherwise); persistent blocks of 8 warps loop over them.
   if (blocks >> 32) return cudaErrorInvalidValue;
   const uint32_t units = static_cast<uint32_t>(blocks);
   const uint64_t wanted = (units + kTileBlockThreads / kLanes - 1) / (kTileBlockThreads / kLanes);
@@ -634,10 +652,14 @@ cudaError_t launch_tile_rows_for(const TilePlan& plan, const TileJob& job, uint6
     case 2: tile_rows_fast<D, 2><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units); break;
     case 4: tile_rows_fast<D, 4><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units); break;
     case 8:
-      if constexpr (D::kMaxWords >= 8) tile_rows_fast<D, 8><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+      if constexpr (D::kMaxWords == 8) {
+        launch_widest<D, 8>(grid, job, g, units, stream);
+      } else if constexpr (D::kMaxWords > 8) {
+        tile_rows_fast<D, 8><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+      }
       break;
     case 16:
-      if constexpr (D::kMaxWords >= 16) tile_rows_fast<D, 16><<<grid, kTileBlockThreads, 0, stream>>>(job, g, units);
+      if constexpr (D::kMaxWords == 16) launch_widest<D, 16>(grid, job, g, units, stream);
       break;
     default: return cudaErrorInvalidValue;
   }
