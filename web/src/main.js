@@ -6,7 +6,8 @@ import 'uplot/dist/uPlot.min.css';
 import './app.css';
 
 const $ = (id) => document.getElementById(id);
-const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, lastRecord: 0, viewer: null, plot: null };
+const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, lastRecord: 0, viewer: null, plot: null,
+  computeEdits: 0, pendingEdits: 0 };
 
 async function api(path, options) {
   const res = await fetch(path, options);
@@ -237,23 +238,38 @@ function constraintsFromToggles() {
 }
 
 async function pollCompute() {
+  // A poll that was already on its way when the user toggled a constraint carries the old state:
+  // it must not undo the click (the poll after that change's POST shows the new state).
+  const edits = state.computeEdits;
   const c = await api('/api/compute');
-  $('compute-mode').textContent = c.constraints.mode === 'auto' ? 'Compute: Auto' : `Compute: ${c.constraints.mode}`;
+  const current = edits === state.computeEdits && state.pendingEdits === 0;
+  if (current) $('compute-mode').textContent = c.constraints.mode === 'auto' ? 'Compute: Auto' : `Compute: ${c.constraints.mode}`;
   const body = $('backends').tBodies[0];
   if (body.dataset.names !== c.backends.map((b) => b.name).join()) {
     body.dataset.names = c.backends.map((b) => b.name).join();
     body.innerHTML = c.backends.map((b) => `<tr><td>${b.name}</td><td>${b.device}</td>` +
       `<td><input type="checkbox" data-kind="prefer" data-backend="${b.name}" aria-label="prefer ${b.name}"></td>` +
       `<td><input type="checkbox" data-kind="never" data-backend="${b.name}" aria-label="never ${b.name}"></td></tr>`).join('');
-    body.querySelectorAll('input').forEach((box) => { box.onchange = async () => { await api('/api/compute', { method: 'POST', body: JSON.stringify(constraintsFromToggles()) }); pollCompute(); }; });
+    body.querySelectorAll('input').forEach((box) => { box.onchange = setConstraints; });
   }
-  body.querySelectorAll('input').forEach((box) => { box.checked = c.constraints[box.dataset.kind].includes(box.dataset.backend); });
+  if (current) body.querySelectorAll('input').forEach((box) => { box.checked = c.constraints[box.dataset.kind].includes(box.dataset.backend); });
   const rows = c.records.slice(-40).reverse().map((r) => `<tr data-op="${r.op}" data-backend="${r.backend}"><td>${r.sequence}</td><td>${r.op}</td><td>${r.backend}</td>` +
     `<td title="${r.reason_detail.replace(/"/g, '&quot;')}">${r.reason}${r.reason === 'fallback' ? ': ' + r.reason_detail : ''}</td><td>${fmt(r.estimated_ms)}</td><td>${fmt(r.measured_ms)}</td>` +
     `<td>${r.bytes_moved}</td><td>${r.exactness}</td></tr>`);
   $('records').tBodies[0].innerHTML = rows.join('');
   const fresh = c.consent_requests.filter((r) => r.sequence > state.seenConsent);
   if (fresh.length) { state.seenConsent = fresh[fresh.length - 1].sequence; showConsent(fresh[fresh.length - 1]); }
+}
+
+async function setConstraints() {
+  state.computeEdits += 1;
+  state.pendingEdits += 1;
+  try {
+    await api('/api/compute', { method: 'POST', body: JSON.stringify(constraintsFromToggles()) });
+  } finally {
+    state.pendingEdits -= 1;
+  }
+  pollCompute();
 }
 
 // The memory budget applies to the next operation (an exact result over it asks for consent).
