@@ -107,13 +107,15 @@ Matrix make_matrix(DType dtype, uint64_t bytes, uint64_t cols) {
         const uint64_t v = mix(row * row_bytes + i);
         std::memcpy(p + 8 * i, &v, 8);
       }
-      // Quantized: random quants; Q8_0's d, Q4_K's d and dmin as in bench/make_bench_checkpoints.py.
+      // Quantized: random quants; Q8_0's d, Q4_K's d and dmin as in bench/make_bench_checkpoints.py
+      // (for Q4_K, dmin above d as ggml's quantizer makes them for weights centred on zero).
       for (uint64_t b = 0; b < m.cols / info.block_elems; ++b) {
         std::byte* block = p + b * info.block_bytes;
-        const uint16_t d = scale_bits(mix(row * 1000003 + b), 1e-4, 1e-3);
+        const uint16_t d = dtype == DType::kQ4_K ? scale_bits(mix(row * 1000003 + b), 5e-5, 2e-4)
+                                                 : scale_bits(mix(row * 1000003 + b), 1e-4, 1e-3);
         std::memcpy(block, &d, 2);
         if (dtype == DType::kQ4_K) {
-          const uint16_t dmin = scale_bits(mix(row * 1000033 + b), 1e-5, 1e-4);
+          const uint16_t dmin = scale_bits(mix(row * 1000033 + b), 2e-4, 1.6e-3);
           std::memcpy(block + 2, &dmin, 2);
         }
       }

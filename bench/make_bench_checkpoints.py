@@ -78,11 +78,17 @@ def values(rng, dtype, shape):
     _, block_elems, block_bytes = GGML[dtype]
     blocks = elements // block_elems
     raw = rng.integers(0, 256, size=(blocks, block_bytes), dtype=np.uint8)
-    # fp16 d (and dmin for Q4_K) of small finite magnitude.
-    d = rng.uniform(1e-4, 1e-3, size=blocks).astype(np.float16)
+    # fp16 d (and dmin for Q4_K) of small finite magnitude. For Q4_K, dmin is 1-32x d: ggml's
+    # quantizer sets d = max sub-block scale / 63 and dmin = max sub-block minimum / 63, and for
+    # weights centred on zero the minimum (about -2 sigma) outweighs the scale (range / 15), as in
+    # ../shared/testdata/gguf-ref/quantized.gguf (dmin's exponent 2 below to 4 above d's).
+    if dtype == "Q4_K":
+        d = rng.uniform(5e-5, 2e-4, size=blocks).astype(np.float16)
+    else:
+        d = rng.uniform(1e-4, 1e-3, size=blocks).astype(np.float16)
     raw[:, 0:2] = d.view(np.uint8).reshape(blocks, 2)
     if dtype == "Q4_K":
-        dmin = rng.uniform(1e-5, 1e-4, size=blocks).astype(np.float16)
+        dmin = rng.uniform(2e-4, 1.6e-3, size=blocks).astype(np.float16)
         raw[:, 2:4] = dmin.view(np.uint8).reshape(blocks, 2)
     return raw.reshape(-1)
 

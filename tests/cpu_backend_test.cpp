@@ -746,6 +746,89 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
   }
 }
 
+/// Q4_K rows whose super-block scales d and dmin lie in [d_lo, d_hi) and [dmin_lo, dmin_hi)
+/// (random signs when `signs`), random six-bit sub-block scales and minimums, random quants.
+std::vector<std::byte> q4_k_rows(uint64_t rows, uint64_t cols, double d_lo, double d_hi, double dmin_lo, double dmin_hi,
+                                 bool signs, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> bytes(*dtype_storage_bytes(DType::kQ4_K, rows * cols));
+  for (auto& b : bytes) b = static_cast<std::byte>(rng());
+  std::uniform_real_distribution<double> d_scale(d_lo, d_hi), dmin_scale(dmin_lo, dmin_hi);
+  for (uint64_t k = 0; k < rows * cols / 256; ++k) {
+    for (int h = 0; h < 2; ++h) {
+      const double value = h == 0 ? d_scale(rng) : dmin_scale(rng);
+      const uint16_t half = static_cast<uint16_t>(f32_to_f16(static_cast<float>(value)) | (signs && rng() % 2 ? 0x8000u : 0u));
+      std::memcpy(bytes.data() + k * 144 + 2 * h, &half, 2);
+    }
+  }
+  return bytes;
+}
+
+TEST(CpuBackend, Q4_KExactShortcutMatchesTheTreeBitForBit) {
+  // When no float32 step of the decoder and no float64 addition of the canonical tree can round,
+  // the CPU backend sums Q4_K segments from integer quant sums (cpu_tile_stats_q4_k.h). dmin a
+  // few times d (as ggml makes them) passes that proof; d well above dmin makes the decoder
+  // round, and wide and non-finite scales, zero scales, sub-blocks with exact zeros and all-zero
+  // segments exercise the proof's edges and the way back to the tree.
+  const uint64_t rows = 40, cols = 256 * 5;
+  struct Case {
+    const char* name;
+    double d_lo, d_hi, dmin_lo, dmin_hi;
+    bool signs;
+  };
+  for (const Case& c : {Case{"weight-like", 5e-5, 2e-4, 2e-4, 1.6e-3, false}, Case{"signed", 1e-4, 4e-4, 1e-4, 4e-4, true},
+                        Case{"d above dmin", 1e-3, 2e-3, 2e-5, 2e-4, false}, Case{"wide", 1e-7, 1.0, 1e-7, 1.0, true},
+                        Case{"subnormal", 1e-7, 5e-5, 1e-7, 5e-5, false}}) {
+    auto bytes = q4_k_rows(rows, cols, c.d_lo, c.d_hi, c.dmin_lo, c.dmin_hi, c.signs, 23);
+    const uint64_t blocks_per_row = cols / 256;
+    auto block = [&](uint64_t row, uint64_t b) { return bytes.data() + (row * blocks_per_row + b) * 144; };
+    // d or dmin zero, negative zero, infinite, NaN.
+    const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0x7e00};
+    for (uint64_t i = 0; i < 4; ++i) std::memcpy(block(2 + i, i % blocks_per_row) + 2 * (i % 2), &specials[i], 2);
+    // Every minimum zero: quant 0 decodes to +0.0 (counted as zeros, and an extreme).
+    std::memset(block(7, 1) + 8, 0, 4);
+    for (int j = 0; j < 4; ++j) block(7, 1)[4 + j] &= std::byte{0x3f};
+    for (int j = 0; j < 4; ++j) block(7, 1)[12 + j] &= std::byte{0x0f};
+    // d = dmin, every scale 1 and minimum 5: quant 5 decodes to exactly zero.
+    std::memcpy(block(8, 2) + 2, block(8, 2), 2);
+    std::memset(block(8, 2) + 4, 1, 4);
+    std::memset(block(8, 2) + 8, 5, 4);
+    std::memset(block(8, 2) + 12, 0x51, 4);
+    // All quants zero and every minimum zero: a zero segment, which the tree decides.
+    std::memcpy(block(9, 0) + 4, block(7, 1) + 4, 12);
+    std::memset(block(9, 0) + 16, 0, 128);
+    // Negative d with positive dmin.
+    block(10, 3)[1] |= std::byte{0x80};
+    // One quant whose value needs 25 bits (so float32 rounds it) among small ones: only the
+    // decode-exactness check refuses it (the squares stay far below 2^53).
+    {
+      std::byte* blk = block(11, 1);
+      const uint16_t d = 0x1772, dmin = 0x037d;  // d_unit 30496, dmin_unit 893 (a subnormal)
+      std::memcpy(blk, &d, 2);
+      std::memcpy(blk + 2, &dmin, 2);
+      std::memset(blk + 4, 249, 4);   // every scale 57 ...
+      std::memset(blk + 8, 161, 4);   // ... and every minimum 33
+      std::memset(blk + 12, 0x19, 4);
+      std::memset(blk + 16, 0, 128);
+      blk[16] = std::byte{0x0f};  // 15 * 30496 * 57 - 893 * 33 = 26044611: odd, above 2^24
+    }
+    const MatrixView m{DType::kQ4_K, bytes, rows, cols};
+    for (uint32_t tile : {256u, 512u, 1024u}) {
+      for (const ViewRange& range : {whole(rows, cols), ViewRange{1, rows - 2, 256, cols - 256}, ViewRange{0, rows, 7, cols}}) {
+        const auto expected = reference_stats(m, range, tile);
+        for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+          if (!cpu::isa_supported(isa)) continue;
+          SCOPED_TRACE(std::string(c.name) + " tile " + std::to_string(tile) + " columns from " +
+                       std::to_string(range.col_begin) + " " + std::string(cpu::isa_name(isa)));
+          std::vector<TM_TileStats> out(expected.size());
+          ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa).ok());
+          EXPECT_TRUE(same_stats(expected, out));
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuBackend, UnalignedOutputIsStaged) {
   CpuApi cpu;
   const auto bytes = random_storage(DType::kF32, 40 * 40, true, 3);

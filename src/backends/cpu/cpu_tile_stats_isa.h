@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/cpu/cpu_tile_stats_kernel.h"
+#include "backends/cpu/cpu_tile_stats_q4_k.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu::tile_kernel {
@@ -32,8 +33,7 @@ inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const s
     tile_kernel::process_q8_0<simd::F32Source<CVT>>(item, scratch);                                       \
   }                                                                                                       \
   TARGET void PREFIX##_q4_k(const ItemSpec& item, KernelScratch& scratch) {                              \
-    tile_kernel::process_decoded<simd::F32Source<CVT>>(item, scratch, [](const std::byte* src, uint64_t blocks, float* out)                  \
-                                       __attribute__((always_inline)) { tile_kernel::decode_q4_k(src, blocks, out); }); \
+    tile_kernel::process_q4_k<simd::F32Source<CVT>>(item, scratch);                                       \
   }                                                                                                       \
   TARGET void PREFIX##_generic(const ItemSpec& item, KernelScratch& scratch) {                           \
     tile_kernel::process_decoded<simd::F32Source<CVT>>(item, scratch, [&](const std::byte* src, uint64_t blocks, float* out)                 \

@@ -477,14 +477,13 @@ TM_CPU_INLINE bool q8_0_exact_segment(const std::byte* src, uint64_t blocks, Lan
   return true;
 }
 
-/// Q8_0 items: segments of large, block-aligned tiles take the exact shortcut when they can, the
-/// others (and small tiles) decode and run the tree.
-template <typename F32>
-TM_CPU_INLINE void process_q8_0(const ItemSpec& item, KernelScratch& scratch) {
-  const auto decode = [](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) {
-    decode_q8_0(src, blocks, out);
-  };
-  if (item.tile <= kTileByTileMax || item.tile % 32 != 0 || item.col_begin % 32 != 0) {
+/// Items of a block type with an exact shortcut (kBlockElems elements in kBlockBytes bytes):
+/// segments of large, block-aligned tiles try `exact(src, blocks, stats, sum, sum_sq)`; the
+/// others (and small tiles), and every segment the shortcut refuses, decode and run the tree.
+template <typename F32, uint32_t kBlockElems, uint32_t kBlockBytes, typename Exact, typename Decode>
+TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& scratch, const Exact& exact,
+                                         const Decode& decode) {
+  if (item.tile <= kTileByTileMax || item.tile % kBlockElems != 0 || item.col_begin % kBlockElems != 0) {
     process_decoded<F32>(item, scratch, decode);
     return;
   }
@@ -497,17 +496,28 @@ TM_CPU_INLINE void process_q8_0(const ItemSpec& item, KernelScratch& scratch) {
       const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
       const uint32_t w = tile_width(item, t);
       const uint64_t slot = uint64_t{t} * item.tile + (r - item.band_row_begin);
-      const std::byte* src = row + col / 32 * 34;
+      const std::byte* src = row + col / kBlockElems * kBlockBytes;
       std::byte* lane_slot = lanes + t * sizeof(LaneStats);
       LaneStats stats = load<LaneStats>(lane_slot);
-      if (w % 32 != 0 || !q8_0_exact_segment<typename F32::Cvt>(src, w / 32, stats, item.row_sums[slot], item.row_squares[slot])) {
-        decode_q8_0(src, (w + 31) / 32, values);
+      if (w % kBlockElems != 0 || !exact(src, w / kBlockElems, stats, item.row_sums[slot], item.row_squares[slot])) {
+        decode(src, (w + kBlockElems - 1) / kBlockElems, values);
         row_segment<F32>(values, w, item.tile, stats, tree, item.row_sums[slot], item.row_squares[slot]);
       }
       store(lane_slot, stats);
     }
   }
   fold_lanes(item, lanes);
+}
+
+/// Q8_0 items: the exact shortcut above where it holds, the tree elsewhere.
+template <typename F32>
+TM_CPU_INLINE void process_q8_0(const ItemSpec& item, KernelScratch& scratch) {
+  process_exact_or_tree<F32, 32, 34>(
+      item, scratch,
+      [](const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum, double& sum_sq) __attribute__((always_inline)) {
+        return q8_0_exact_segment<typename F32::Cvt>(src, blocks, stats, sum, sum_sq);
+      },
+      [](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) { decode_q8_0(src, blocks, out); });
 }
 
 }  // namespace tensormorph::cpu::tile_kernel
