@@ -178,8 +178,11 @@ Case make_case(tmx::DType dtype, double gib) {
         for (uint64_t k = b; k < e; ++k) {
           std::byte* block = out + k * info.block_bytes;
           for (uint32_t i = 0; i < info.block_bytes; ++i) block[i] = static_cast<std::byte>(rng());
-          const uint16_t d = tmx::f32_to_f16(0.001f + 0.001f * static_cast<float>(rng() % 100) / 100.0f);
-          const uint16_t dmin = tmx::f32_to_f16(0.0005f);
+          // Q4_K: dmin 1-32x d, as ggml's quantizer makes them (bench/make_bench_checkpoints.py).
+          const bool k4 = dtype == tmx::DType::kQ4_K;
+          const float r = static_cast<float>(rng() % 100) / 100.0f, r2 = static_cast<float>(rng() % 100) / 100.0f;
+          const uint16_t d = tmx::f32_to_f16(k4 ? 5e-5f + 1.5e-4f * r : 0.001f + 0.001f * r);
+          const uint16_t dmin = tmx::f32_to_f16(2e-4f + 1.4e-3f * r2);
           uint32_t d_at = 0, dmin_at = 0;
           bool has_min = false;
           if (dtype == tmx::DType::kQ4_K) {

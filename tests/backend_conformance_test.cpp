@@ -139,6 +139,29 @@ std::vector<std::byte> make_data(DType dtype, uint64_t elems, Data kind, uint32_
       std::memcpy(out.data() + b * info.block_bytes + off, &h, 2);
     }
   }
+  if (dtype == DType::kQ4_K && bytes >= 12 * 144) {
+    // The edges of the exact Q4_K sums (docs/COMPUTE.md): quant 0 decoding to +0.0 (every minimum
+    // zero), quant 5 decoding to zero (d = dmin, scales 1, minimums 5), and a lone quant whose
+    // value needs 25 bits, which float32 rounds (the sums must then follow the tree).
+    std::byte* zero_minimums = out.data() + 7 * 144;
+    std::memset(zero_minimums + 8, 0, 4);
+    for (int j = 0; j < 4; ++j) zero_minimums[4 + j] &= std::byte{0x3f};
+    for (int j = 0; j < 4; ++j) zero_minimums[12 + j] &= std::byte{0x0f};
+    std::byte* zero_at_five = out.data() + 8 * 144;
+    std::memcpy(zero_at_five + 2, zero_at_five, 2);
+    std::memset(zero_at_five + 4, 1, 4);
+    std::memset(zero_at_five + 8, 5, 4);
+    std::memset(zero_at_five + 12, 0x51, 4);
+    std::byte* rounded = out.data() + 11 * 144;
+    const uint16_t d = 0x1772, dmin = 0x037d;
+    std::memcpy(rounded, &d, 2);
+    std::memcpy(rounded + 2, &dmin, 2);
+    std::memset(rounded + 4, 249, 4);  // scales 57, minimums 33
+    std::memset(rounded + 8, 161, 4);
+    std::memset(rounded + 12, 0x19, 4);
+    std::memset(rounded + 16, 0, 128);
+    rounded[16] = std::byte{0x0f};
+  }
   return out;
 }
 
@@ -267,6 +290,8 @@ TEST(BackendConformance, TileStatsEqualsTheCpuReferenceBitForBit) {
       {{17, 18, 256, 512}, 8},      {{0, kRows, 100, 100}, 16},
       // The last tile row holds 14 rows: the fast kernel's units for rows 14.. see no row at all.
       {{0, 270, 0, kCols}, 256},
+      // Q4_K's integer sums: two super-blocks per row, from the second one, and a ragged edge.
+      {{0, kRows, 0, kCols}, 512},  {{0, kRows, 256, kCols}, 256}, {{0, kRows, 0, 500}, 256},
   };
   int checked = 0;
   for (const compute::Backend* b : backends) {

@@ -48,8 +48,8 @@ uint64_t word_alignment(KernelDType dtype) {
     case KernelDType::kF16:
     case KernelDType::kBF16: return 8;
     case KernelDType::kF8E4M3:
-    case KernelDType::kF8E5M2:
-    case KernelDType::kQ4_K: return 4;
+    case KernelDType::kF8E5M2: return 4;
+    case KernelDType::kQ4_K: return 16;  // tile_stats_q4_k.cu loads 16-byte quant runs
     default: return 2;
   }
 }
@@ -132,9 +132,9 @@ Result<RunReport> run_tile_stats(GpuBackend& b, const ops::TileStatsArgs& args, 
   const uint64_t band_tile_rows =
       in.device ? args.grid.rows : std::max<uint64_t>(1, chunk_limit(b, memory_budget) / std::max<uint64_t>(tile_row_bytes, 1));
   const uint64_t band_bytes = std::min(band_tile_rows * tile, view_rows) * row_bytes;
-  const tm_gpu::TilePlan probe_plan = tm_gpu::plan_tile_stats(*kdt, tile, true, b.options().force_generic);
+  const tm_gpu::TilePlan probe_plan = tm_gpu::plan_tile_stats(*kdt, tile, args.range.col_begin, true, b.options().force_generic);
   const uint64_t partials_per_tile = tile / probe_plan.rows_per_block;
-  const uint64_t generic_partials = tile / tm_gpu::plan_tile_stats(*kdt, tile, false, true).rows_per_block;
+  const uint64_t generic_partials = tile / tm_gpu::plan_tile_stats(*kdt, tile, args.range.col_begin, false, true).rows_per_block;
   const uint64_t partial_bytes = tiles * std::max(partials_per_tile, generic_partials) * sizeof(tm_gpu::TilePartial);
   const uint64_t out_bytes = out.device ? 0 : tiles * sizeof(TM_TileStats);
   TM_RETURN_IF_ERROR(over_budget(partial_bytes + out_bytes + (in.device ? 0 : 2 * band_bytes), memory_budget,
@@ -172,9 +172,9 @@ Result<RunReport> run_tile_stats(GpuBackend& b, const ops::TileStatsArgs& args, 
       data = chunks[slot];
     }
     const uint64_t band_tiles = tile_rows * args.grid.cols;
-    tm_gpu::TilePlan plan = tm_gpu::plan_tile_stats(*kdt, tile, aligned_at(data), b.options().force_generic);
+    tm_gpu::TilePlan plan = tm_gpu::plan_tile_stats(*kdt, tile, args.range.col_begin, aligned_at(data), b.options().force_generic);
     if (plan.fast && (band_tiles * (tile / plan.rows_per_block)) >> 32) {
-      plan = tm_gpu::plan_tile_stats(*kdt, tile, false, true);  // the fast kernel counts units in 32 bits
+      plan = tm_gpu::plan_tile_stats(*kdt, tile, args.range.col_begin, false, true);  // the fast kernel counts units in 32 bits
     }
     plan.max_blocks = 2 * b.multiprocessors();  // the fast kernel's persistent blocks: one wave
     tm_gpu::TileJob job;

@@ -39,8 +39,19 @@ KernelBlock kernel_block(KernelDType dtype) {
   return {1, 4};
 }
 
-TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, bool aligned, bool force_generic) {
+TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, uint64_t col_begin, bool aligned, bool force_generic) {
   TilePlan plan;
+  // Q4_K tiles of 1 to 8 whole super-blocks per row: G = T / 64 lanes of two sub-blocks each.
+  if (dtype == KernelDType::kQ4_K && aligned && !force_generic && tile % 256 == 0 && tile <= 2048 &&
+      col_begin % 256 == 0) {
+    plan.fast = true;
+    plan.q4_k_sums = true;
+    plan.lanes_per_segment = tile / 64;
+    plan.words_per_lane = 16;
+    plan.rows_per_block = kLanes / plan.lanes_per_segment;
+    plan.block_threads = kTileBlockThreads;
+    return plan;
+  }
   // Fast path: a row's T slots are G lanes x N words x 4 elements; a warp unit holds S = 32 / G
   // rows of one tile, which must not exceed the tile's T rows.
   uint32_t lanes = std::max<uint32_t>(1, tile / (4 * max_words(dtype)));

@@ -58,12 +58,14 @@ struct TilePlan {
   uint32_t rows_per_block = 0;     ///< rows one partial covers: a warp unit's 32 / G (fast), a block's R (generic)
   uint32_t block_threads = 0;      ///< threads per block
   uint32_t max_blocks = 0;         ///< fast path: persistent blocks to launch at most (0: one per 8 units)
+  bool q4_k_sums = false;          ///< Q4_K tiles of whole super-blocks: tile_stats_q4_k.cu's exact integer sums
 };
 
-/// Chooses the launch shape for `tile`. `aligned`: the data and every row start are 16-byte
-/// aligned and col_begin is a multiple of 4, so the fast path may load whole words.
-/// `force_generic` selects the generic path regardless (tests, benchmarks).
-TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, bool aligned, bool force_generic);
+/// Chooses the launch shape for `tile` over a view starting at column `col_begin`. `aligned`: the
+/// data and every row start are aligned for the dtype's word loads and col_begin is a multiple
+/// of 4, so the fast path may load whole words. `force_generic` selects the generic path
+/// regardless (tests, benchmarks).
+TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, uint64_t col_begin, bool aligned, bool force_generic);
 
 /// Launches `partials` = tiles * (T / plan.rows_per_block) partial reductions of `plan`: row blocks
 /// [job.block_base, job.block_base + partials) on the generic path, warp units on the fast path.

@@ -1,0 +1,311 @@
+// tm.tile_stats@1 for Q4_K tiles of whole super-blocks: exact integer sums instead of the tree.
+//
+// docs/COMPUTE.md: when no float32 step of the decoder and no float64 addition of the canonical
+// tree can round, the tree's result is the exact sum. A Q4_K sub-block decodes to
+// v = 2^c (A q - B) with integers A = D sc 2^(a-c), B = M m 2^(b-c) (d = D 2^a, dmin = M 2^b,
+// c = min(a, b)), exactly so when |B| and |15A - B| are at most 2^24; then a row's sums are
+// integer formulas in each sub-block's Σq and Σq², exact while Σ|v| and Σv² stay below 2^53 in
+// units of 2^c_min. The CPU backend proves the same things (cpu_tile_stats_q4_k.h); a row whose
+// proof fails is summed element by element in the canonical order instead, so every row gives
+// the CPU's bits either way.
+//
+// Layout: G = T / 64 lanes per row, S = 32 / G rows per warp unit (the fast kernel's units and
+// partials). Lane k0 of a row reads quant bytes [32p, 32p + 32) of super-block k0 / 4 of the
+// row's segment, p = k0 % 4: sub-block 2p in the low nibbles, 2p + 1 in the high ones.
+#include "backends/cuda/tile_stats_kernel.cuh"
+
+namespace tm_gpu {
+namespace {
+
+constexpr int64_t kDecodeLimit = int64_t{1} << 24;  // |A q - B| that float32 holds exactly
+constexpr int64_t kSumLimit = int64_t{1} << 53;     // exact float64 partial sums
+
+/// Per-byte sums of products (a · b over the 4 bytes, plus c).
+__device__ __forceinline__ uint32_t dot_bytes(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__HIP_PLATFORM_AMD__)
+  for (int k = 0; k < 4; ++k) c += ((a >> (8 * k)) & 0xffu) * ((b >> (8 * k)) & 0xffu);
+  return c;
+#else
+  return __dp4a(a, b, c);
+#endif
+}
+
+/// Minimum / maximum of the two 16-bit halves of a and b, half by half.
+__device__ __forceinline__ uint32_t min_halves(uint32_t a, uint32_t b) {
+#if defined(__HIP_PLATFORM_AMD__) || __CUDA_ARCH__ < 900
+  return min(a & 0xffffu, b & 0xffffu) | (min(a >> 16, b >> 16) << 16);
+#else
+  uint32_t r;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#endif
+}
+__device__ __forceinline__ uint32_t max_halves(uint32_t a, uint32_t b) {
+#if defined(__HIP_PLATFORM_AMD__) || __CUDA_ARCH__ < 900
+  return max(a & 0xffffu, b & 0xffffu) | (max(a >> 16, b >> 16) << 16);
+#else
+  uint32_t r;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#endif
+}
+
+/// Σq, Σq², smallest and largest q of one sub-block's 32 quants.
+struct Quants {
+  uint32_t sum = 0;
+  uint32_t squares = 0;
+  uint32_t low = 0;
+  uint32_t high = 0;
+};
+
+/// The quant statistics of a lane's 32 bytes: low nibbles into `lo`, high nibbles into `hi`.
+__device__ __forceinline__ void quant_stats(const uint32_t (&w)[8], Quants& lo, Quants& hi) {
+  uint32_t low_min = 0x000f000fu, low_max = 0, high_min = 0x000f000fu, high_max = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t l = w[i] & 0x0f0f0f0fu, h = (w[i] >> 4) & 0x0f0f0f0fu;
+    lo.sum = dot_bytes(l, 0x01010101u, lo.sum);
+    lo.squares = dot_bytes(l, l, lo.squares);
+    hi.sum = dot_bytes(h, 0x01010101u, hi.sum);
+    hi.squares = dot_bytes(h, h, hi.squares);
+    const uint32_t l_even = l & 0x00ff00ffu, l_odd = (l >> 8) & 0x00ff00ffu;
+    const uint32_t h_even = h & 0x00ff00ffu, h_odd = (h >> 8) & 0x00ff00ffu;
+    low_min = min_halves(low_min, min_halves(l_even, l_odd));
+    low_max = max_halves(low_max, max_halves(l_even, l_odd));
+    high_min = min_halves(high_min, min_halves(h_even, h_odd));
+    high_max = max_halves(high_max, max_halves(h_even, h_odd));
+  }
+  lo.low = min(low_min & 0xffffu, low_min >> 16);
+  lo.high = max(low_max & 0xffffu, low_max >> 16);
+  hi.low = min(high_min & 0xffffu, high_min >> 16);
+  hi.high = max(high_max & 0xffffu, high_max >> 16);
+}
+
+/// Quants equal to q0 among a lane's 32 nibbles (`shift` 0: low nibbles, 4: high).
+__device__ __noinline__ uint32_t count_quant(const uint32_t (&w)[8], int shift, uint32_t q0) {
+  uint32_t n = 0;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t x = ((w[i] >> shift) & 0x0f0f0f0fu) ^ (q0 * 0x01010101u);
+    // A byte of x is zero exactly when its bit 7 stays clear here (no borrow between bytes).
+    const uint32_t t = ((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x;
+    n += __popc(~t & 0x80808080u);
+  }
+  return n;
+}
+
+/// A finite half float as mantissa · 2^exponent; false for Inf and NaN.
+__device__ __forceinline__ bool half_scaled(uint32_t h, int64_t& mantissa, int& exponent) {
+  const uint32_t field = (h >> 10) & 0x1fu, fraction = h & 0x3ffu;
+  const int64_t magnitude = field == 0 ? fraction : (fraction | 0x400u);
+  mantissa = (h & 0x8000u) ? -magnitude : magnitude;
+  exponent = static_cast<int>(field == 0 ? 1u : field) - 25;
+  return field != 0x1fu;
+}
+
+/// x · 2^s when that is at most 2^53 (x >= 0), else -1.
+__device__ __forceinline__ int64_t scaled_within(int64_t x, int s) {
+  if (s >= 54) return x == 0 ? 0 : -1;
+  return x > (kSumLimit >> s) ? -1 : x * (int64_t{1} << s);
+}
+
+/// 2^e as a double (normal range).
+__device__ __forceinline__ double power_of_two(int e) {
+  return __longlong_as_double(static_cast<long long>(1023 + e) << 52);
+}
+
+/// One sub-block's exact contribution in units of 2^c, its extremes' keys and its zeros.
+struct SubBlockSums {
+  int64_t sum = 0, magnitude = 0, squares = 0;
+  bool exact = false;
+};
+
+/// Sub-block j of the super-block at `block` (d, dmin given): its sums when they are exact, and
+/// its extremes and zeros folded into min_key / max_key / zeros.
+__device__ __forceinline__ SubBlockSums sub_block(const uint8_t* block, uint32_t j, int64_t d_unit, int64_t dmin_unit,
+                                                  float d, float dmin, const Quants& q, const uint32_t (&w)[8],
+                                                  int shift, int32_t& min_key, int32_t& max_key, uint32_t& zeros) {
+  uint32_t sc = 0, m = 0;
+  k4_scale_min(block + 4, j, sc, m);
+  SubBlockSums out;
+  const int64_t A = d_unit * sc, B = dmin_unit * m, top = 15 * A - B;
+  if (B > kDecodeLimit || -B > kDecodeLimit || top > kDecodeLimit || -top > kDecodeLimit) return out;
+  out.exact = true;
+  out.sum = A * q.sum - 32 * B;
+  out.magnitude = 32 * max(B < 0 ? -B : B, top < 0 ? -top : top);
+  out.squares = A * A * q.squares - 2 * A * B * q.sum + 32 * B * B;
+  // The decoder's own float operations (exact here), so the extremes carry its zero signs.
+  const float d1 = __fmul_rn(d, static_cast<float>(sc)), m1 = __fmul_rn(dmin, static_cast<float>(m));
+  const float at_low = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.low)), m1);
+  const float at_high = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.high)), m1);
+  const bool falling = (__float_as_uint(d1) >> 31) != 0;
+  min_key = min(min_key, order_key(__float_as_uint(falling ? at_high : at_low)));
+  max_key = max(max_key, order_key(__float_as_uint(falling ? at_low : at_high)));
+  if (d1 == 0.0f) {
+    zeros += m1 == 0.0f ? 32u : 0u;
+  } else {
+    // The one quant that could decode to zero, checked by decoding it.
+    const float q0 = fminf(fmaxf(rintf(__fdiv_rn(m1, d1)), static_cast<float>(q.low)), static_cast<float>(q.high));
+    if (__fsub_rn(__fmul_rn(d1, q0), m1) == 0.0f) zeros += count_quant(w, shift, static_cast<uint32_t>(q0));
+  }
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ T row_min(T x, uint32_t g) {
+  for (uint32_t m = g / 2; m >= 1; m /= 2) x = min(x, shuffle_xor(x, static_cast<int>(m)));
+  return x;
+}
+template <class T>
+__device__ __forceinline__ T row_sum(T x, uint32_t g) {
+  for (uint32_t m = g / 2; m >= 1; m /= 2) x += shuffle_xor(x, static_cast<int>(m));
+  return x;
+}
+
+/// The canonical tree of one row's segment, element by element: lane k0 of the row's G lanes takes
+/// slots k0 + G m, halving over m (visited bit-reversed with a stack), then over the lanes.
+__device__ __noinline__ void tree_sums(const uint8_t* row, uint64_t first_col, uint32_t tile, uint32_t g, uint32_t k0,
+                                       uint64_t col_end, LaneCounts& counts, double& sum, double& sq) {
+  const uint32_t per_lane = tile / g;
+  const uint32_t log_per_lane = 31 - __clz(per_lane);
+  double stack_sum[12], stack_sq[12];
+  int depth = 0;
+  for (uint32_t t = 0; t < per_lane; ++t) {
+    const uint32_t m = __brev(t) >> (32 - log_per_lane);
+    const uint64_t col = first_col + k0 + static_cast<uint64_t>(g) * m;
+    const double v = col < col_end ? counts.classify(DecQ4_K::element_bits(row, col, nullptr)) : 0.0;
+    stack_sum[depth] = v;
+    stack_sq[depth] = v * v;
+    ++depth;
+    for (uint32_t bits = t; bits & 1u; bits >>= 1) {
+      --depth;
+      stack_sum[depth - 1] = stack_sum[depth - 1] + stack_sum[depth];
+      stack_sq[depth - 1] = stack_sq[depth - 1] + stack_sq[depth];
+    }
+  }
+  sum = stack_sum[0];
+  sq = stack_sq[0];
+}
+
+/// Persistent warps over warp units, as tile_rows_fast (tile_stats_kernel.cuh).
+__global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_q4_k(TileJob job, uint32_t g, uint32_t units) {
+  const uint32_t lane = threadIdx.x % kLanes;
+  const uint32_t k0 = lane % g, segments = kLanes / g;
+  const uint32_t warps = gridDim.x * (blockDim.x / kLanes);
+  uint32_t unit = blockIdx.x * (blockDim.x / kLanes) + threadIdx.x / kLanes;
+  if (unit >= units) return;  // warp-uniform
+  const UnitCursor step = UnitCursor::at(job, warps);
+  UnitCursor cursor = UnitCursor::at(job, unit);
+
+  for (; unit < units; unit += warps, cursor.advance(job, step)) {
+    const uint64_t row = static_cast<uint64_t>(cursor.tile_row) * job.tile + cursor.k +
+                         static_cast<uint64_t>(job.partials_per_tile) * (lane / g);
+    const uint64_t first_col = job.col_begin + static_cast<uint64_t>(cursor.tile_col) * job.tile;
+    const bool row_ok = row < job.view_rows;
+    const bool full = first_col + job.tile <= job.col_end;  // warp-uniform
+    const uint8_t* row_ptr = job.data + row * job.row_bytes;
+    const uint8_t* block = row_ptr + (first_col / 256 + k0 / 4) * 144;
+
+    // The exact attempt: this lane's two sub-blocks.
+    bool lane_exact = false;
+    int c = 0;
+    int64_t part_sum = 0, part_magnitude = 0, part_squares = 0;
+    int32_t min_key = kKeyPosInf, max_key = kKeyNegInf;
+    uint32_t zeros = 0;
+    if (row_ok && full) {
+      const uint32_t p = k0 % 4;
+      uint32_t w[8];
+      const uint4 a = *reinterpret_cast<const uint4*>(block + 16 + 32 * p);
+      const uint4 b = *reinterpret_cast<const uint4*>(block + 32 + 32 * p);
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+      const uint32_t halves = *reinterpret_cast<const uint32_t*>(block);
+      int64_t d_int, dmin_int;
+      int d_exp, dmin_exp;
+      const bool finite_d = half_scaled(halves & 0xffffu, d_int, d_exp);
+      const bool finite_dmin = half_scaled(halves >> 16, dmin_int, dmin_exp);
+      if (finite_d && finite_dmin) {
+        c = min(d_exp, dmin_exp);
+        const int64_t d_unit = d_int * (int64_t{1} << (d_exp - c)), dmin_unit = dmin_int * (int64_t{1} << (dmin_exp - c));
+        const float d = half_to_float(halves & 0xffffu), dmin = half_to_float(halves >> 16);
+        Quants lo, hi;
+        quant_stats(w, lo, hi);
+        const SubBlockSums s0 = sub_block(block, 2 * p, d_unit, dmin_unit, d, dmin, lo, w, 0, min_key, max_key, zeros);
+        const SubBlockSums s1 = sub_block(block, 2 * p + 1, d_unit, dmin_unit, d, dmin, hi, w, 4, min_key, max_key, zeros);
+        lane_exact = s0.exact && s1.exact;
+        part_sum = s0.sum + s1.sum;
+        part_magnitude = s0.magnitude + s1.magnitude;
+        part_squares = s0.squares + s1.squares;
+      }
+    }
+    // The row's lanes bring their parts to the row's finest unit 2^c_min and add them.
+    const int c_min = row_min(lane_exact ? c : INT32_MAX, g);
+    if (lane_exact) {
+      const int shift = c - c_min;
+      part_magnitude = scaled_within(part_magnitude, shift);
+      part_squares = scaled_within(part_squares, 2 * shift);
+      lane_exact = part_magnitude >= 0 && part_squares >= 0;
+      if (lane_exact) part_sum = part_sum * (int64_t{1} << shift);  // |part_sum| <= part_magnitude
+    }
+    const bool all_exact = row_min(lane_exact ? 1 : 0, g) == 1;
+    const int64_t total_magnitude = row_sum(lane_exact ? part_magnitude : 0, g);
+    const int64_t total_squares = row_sum(lane_exact ? part_squares : 0, g);
+    const int64_t total_sum = row_sum(lane_exact ? part_sum : 0, g);
+    const bool row_exact = all_exact && total_magnitude <= kSumLimit && total_squares <= kSumLimit && total_sum != 0 &&
+                           total_squares != 0;
+
+    LaneCounts counts = LaneCounts::empty();
+    double tree_sum = 0.0, tree_sq = 0.0;
+    if (row_exact) {
+      counts.zeros = zeros;
+      counts.min_key = min_key;
+      counts.max_key = max_key;
+    } else if (row_ok) {
+      tree_sums(row_ptr, first_col, job.tile, g, k0, job.col_end, counts, tree_sum, tree_sq);
+    }
+    for (uint32_t m = g / 2; m >= 1; m /= 2) {
+      tree_sum = tree_sum + shuffle_xor(tree_sum, static_cast<int>(m));
+      tree_sq = tree_sq + shuffle_xor(tree_sq, static_cast<int>(m));
+    }
+    double sum = row_exact ? static_cast<double>(total_sum) * power_of_two(c_min) : tree_sum;
+    double sq = row_exact ? static_cast<double>(total_squares) * power_of_two(2 * c_min) : tree_sq;
+    for (uint32_t m = segments / 2; m >= 1; m /= 2) {
+      sum = sum + shuffle_xor(sum, static_cast<int>(m * g));
+      sq = sq + shuffle_xor(sq, static_cast<int>(m * g));
+    }
+    if (warp_all(row_exact || !row_ok)) {
+      counts.zeros = warp_sum(counts.zeros);
+      counts.min_key = warp_min(counts.min_key);
+      counts.max_key = warp_max(counts.max_key);
+      counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+    } else {
+      if (row_exact) counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+      counts.merge_warp();
+    }
+    if (lane == 0) {
+      TilePartial out;
+      out.sum = sum;
+      out.sum_sq = sq;
+      out.nan = counts.nan;
+      out.pos_inf = counts.pos_inf;
+      out.neg_inf = counts.neg_inf;
+      out.zeros = counts.zeros;
+      out.min_key = counts.min_key;
+      out.max_key = counts.max_key;
+      out.absmax_bits = counts.absmax;
+      out.reserved = 0;
+      job.partials[unit] = out;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_tile_rows_q4_k(const TilePlan& plan, const TileJob& job, uint64_t units, cudaStream_t stream) {
+  if (units >> 32) return cudaErrorInvalidValue;
+  const uint64_t wanted = (units + kTileBlockThreads / kLanes - 1) / (kTileBlockThreads / kLanes);
+  const uint64_t limit = plan.max_blocks > 0 ? plan.max_blocks : wanted;
+  const unsigned grid = static_cast<unsigned>(wanted < limit ? wanted : limit);
+  tile_rows_q4_k<<<grid, kTileBlockThreads, 0, stream>>>(job, plan.lanes_per_segment, static_cast<uint32_t>(units));
+  return cudaGetLastError();
+}
+
+}  // namespace tm_gpu
