@@ -41,13 +41,13 @@ KernelBlock kernel_block(KernelDType dtype) {
 
 TilePlan plan_tile_stats(KernelDType dtype, uint32_t tile, uint64_t col_begin, bool aligned, bool force_generic) {
   TilePlan plan;
-  // Q4_K tiles of 1 to 8 whole super-blocks per row: G = T / 64 lanes of two sub-blocks each.
-  if (dtype == KernelDType::kQ4_K && aligned && !force_generic && tile % 256 == 0 && tile <= 2048 &&
+  // Q4_K tiles of whole super-blocks: G = T / 256 lanes per row, one super-block each.
+  if (dtype == KernelDType::kQ4_K && aligned && !force_generic && tile % 256 == 0 && tile <= 256 * kLanes &&
       col_begin % 256 == 0) {
     plan.fast = true;
     plan.q4_k_sums = true;
-    plan.lanes_per_segment = tile / 64;
-    plan.words_per_lane = 16;
+    plan.lanes_per_segment = tile / 256;
+    plan.words_per_lane = 64;
     plan.rows_per_block = kLanes / plan.lanes_per_segment;
     plan.block_threads = kTileBlockThreads;
     return plan;

@@ -9,9 +9,11 @@
 // proof fails is summed element by element in the canonical order instead, so every row gives
 // the CPU's bits either way.
 //
-// Layout: G = T / 64 lanes per row, S = 32 / G rows per warp unit (the fast kernel's units and
-// partials). Lane k0 of a row reads quant bytes [32p, 32p + 32) of super-block k0 / 4 of the
-// row's segment, p = k0 % 4: sub-block 2p in the low nibbles, 2p + 1 in the high ones.
+// Layout: one lane per super-block. G = T / 256 lanes per row, S = 32 / G rows per warp unit (the
+// fast kernel's units and partials); lane k0 of a row sums super-block k0 of the row's segment, a
+// pair of sub-blocks at a time (quant bytes [32p, 32p + 32): sub-block 2p in the low nibbles,
+// 2p + 1 in the high ones), so the header is decoded once and a row of the default tile needs no
+// exchange between lanes at all.
 #include "backends/cuda/tile_stats_kernel.cuh"
 
 namespace tm_gpu {
@@ -113,28 +115,29 @@ __device__ __forceinline__ double power_of_two(int e) {
   return __longlong_as_double(static_cast<long long>(1023 + e) << 52);
 }
 
-/// One sub-block's exact contribution in units of 2^c, its extremes' keys and its zeros.
-struct SubBlockSums {
-  int64_t sum = 0, magnitude = 0, squares = 0;
-  bool exact = false;
+/// A super-block's exact sums in units of 2^c (valid when `exact`).
+struct BlockParts {
+  int64_t sum = 0;        ///< Σ N
+  int64_t magnitude = 0;  ///< an upper bound of Σ |N|
+  int64_t squares = 0;    ///< Σ N²
+  int c = 0;
+  bool exact = true;
 };
 
-/// A sub-block with six-bit scale sc and minimum m (d, dmin given): its sums when they are exact,
-/// and its extremes and zeros folded into min_key / max_key / zeros.
-__device__ __forceinline__ SubBlockSums sub_block(uint32_t sc, uint32_t m, int64_t d_unit, int64_t dmin_unit,
-                                                  float d, float dmin, const Quants& q, const uint32_t (&w)[8],
-                                                  int shift, int32_t& min_key, int32_t& max_key, uint32_t& zeros) {
-  SubBlockSums out;
-  const int64_t A_wide = d_unit * sc, B_wide = dmin_unit * m, top_wide = 15 * A_wide - B_wide;
-  if (B_wide > kDecodeLimit || -B_wide > kDecodeLimit || top_wide > kDecodeLimit || -top_wide > kDecodeLimit) return out;
-  // Now |A| <= 2^25 / 15 and |B| <= 2^24: 32-bit operands, 64-bit products (IMAD.WIDE).
-  const auto A = static_cast<int32_t>(A_wide), B = static_cast<int32_t>(B_wide), top = static_cast<int32_t>(top_wide);
-  const auto q_sum = static_cast<int32_t>(q.sum);
-  out.exact = true;
-  out.sum = static_cast<int64_t>(A) * q_sum - 32 * static_cast<int64_t>(B);
-  out.magnitude = 32 * static_cast<int64_t>(max(abs(B), abs(top)));
-  out.squares = static_cast<int64_t>(A) * A * q.squares - 2 * (static_cast<int64_t>(A) * B) * q_sum +
-                32 * (static_cast<int64_t>(B) * B);
+/// Adds a sub-block with six-bit scale sc and minimum m to `parts` (A = d_unit·sc, B =
+/// dmin_unit·m, both below 2^26 by the caller's check; `exact` drops when the decode could round)
+/// and folds its extremes and zeros into min_key / max_key / zeros.
+__device__ __forceinline__ void sub_block(uint32_t sc, uint32_t m, int32_t d_unit, int32_t dmin_unit, float d,
+                                          float dmin, const Quants& q, const uint32_t (&w)[8], int shift,
+                                          BlockParts& parts, int32_t& min_key, int32_t& max_key, uint32_t& zeros) {
+  const int32_t A = d_unit * static_cast<int32_t>(sc), B = dmin_unit * static_cast<int32_t>(m), top = 15 * A - B;
+  parts.exact = parts.exact && abs(B) <= kDecodeLimit && abs(top) <= kDecodeLimit;
+  // Unsigned arithmetic: the values are garbage (never used) when the check above failed.
+  const auto q_sum = static_cast<uint32_t>(q.sum);
+  parts.sum += static_cast<int32_t>(static_cast<uint32_t>(A) * q_sum - 32u * static_cast<uint32_t>(B));
+  parts.magnitude += 32 * static_cast<int64_t>(max(abs(B), abs(top)));
+  const uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(A)), b = static_cast<uint64_t>(static_cast<int64_t>(B));
+  parts.squares += static_cast<int64_t>(a * a * q.squares - 2 * (a * b) * q_sum + 32 * (b * b));
   // The decoder's own float operations (exact here), so the extremes carry its zero signs.
   const float d1 = __fmul_rn(d, static_cast<float>(sc)), m1 = __fmul_rn(dmin, static_cast<float>(m));
   const float at_low = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.low)), m1);
@@ -150,7 +153,59 @@ __device__ __forceinline__ SubBlockSums sub_block(uint32_t sc, uint32_t m, int64
     const float q0 = fminf(fmaxf(rintf(__fdividef(m1, d1)), static_cast<float>(q.low)), static_cast<float>(q.high));
     if (__fsub_rn(__fmul_rn(d1, q0), m1) == 0.0f) zeros += count_quant(w, shift, static_cast<uint32_t>(q0));
   }
-  return out;
+}
+
+/// Six-bit scale and minimum of sub-block j from the packed bytes 4..15 of a super-block held in
+/// three words (k4_scale_min of device_decode.cuh, from registers; j is a constant here).
+__device__ __forceinline__ void scale_min_of(uint32_t low, uint32_t mid, uint32_t high, uint32_t j, uint32_t& sc,
+                                             uint32_t& m) {
+  const uint32_t shift = 8 * (j % 4);
+  const uint32_t a = (low >> shift) & 0xffu, b = (mid >> shift) & 0xffu;
+  if (j < 4) {
+    sc = a & 63u;
+    m = b & 63u;
+  } else {
+    const uint32_t c = (high >> shift) & 0xffu;
+    sc = (c & 0xfu) | ((a >> 6) << 4);
+    m = (c >> 4) | ((b >> 6) << 4);
+  }
+}
+
+/// The exact parts of the super-block at `block` (16-byte aligned), its extremes and zeros.
+__device__ __forceinline__ BlockParts super_block(const uint8_t* block, int32_t& min_key, int32_t& max_key,
+                                                  uint32_t& zeros) {
+  BlockParts parts;
+  const uint4 header = *reinterpret_cast<const uint4*>(block);
+  int64_t d_int, dmin_int;
+  int d_exp, dmin_exp;
+  const bool finite_d = half_scaled(header.x & 0xffffu, d_int, d_exp);
+  const bool finite_dmin = half_scaled(header.x >> 16, dmin_int, dmin_exp);
+  parts.c = min(d_exp, dmin_exp);
+  // A and B in 32 bits: |d_unit|, |dmin_unit| <= 2^20 (exponents at most 9 apart, far beyond
+  // what ggml's quantizer makes) keeps every product below 2^26.
+  const int64_t d_unit = d_int * (int64_t{1} << min(d_exp - parts.c, 20));
+  const int64_t dmin_unit = dmin_int * (int64_t{1} << min(dmin_exp - parts.c, 20));
+  constexpr int64_t kUnitLimit = int64_t{1} << 20;
+  parts.exact = finite_d && finite_dmin && d_unit <= kUnitLimit && -d_unit <= kUnitLimit && dmin_unit <= kUnitLimit &&
+                -dmin_unit <= kUnitLimit;
+  if (!parts.exact) return parts;
+  const auto d32 = static_cast<int32_t>(d_unit), dmin32 = static_cast<int32_t>(dmin_unit);
+  const float d = half_to_float(header.x & 0xffffu), dmin = half_to_float(header.x >> 16);
+#pragma unroll
+  for (uint32_t p = 0; p < 4; ++p) {
+    uint32_t w[8];
+    const uint4 a = *reinterpret_cast<const uint4*>(block + 16 + 32 * p);
+    const uint4 b = *reinterpret_cast<const uint4*>(block + 32 + 32 * p);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    Quants lo, hi;
+    quant_stats(w, lo, hi);
+    uint32_t sc, m;
+    scale_min_of(header.y, header.z, header.w, 2 * p, sc, m);
+    sub_block(sc, m, d32, dmin32, d, dmin, lo, w, 0, parts, min_key, max_key, zeros);
+    scale_min_of(header.y, header.z, header.w, 2 * p + 1, sc, m);
+    sub_block(sc, m, d32, dmin32, d, dmin, hi, w, 4, parts, min_key, max_key, zeros);
+  }
+  return parts;
 }
 
 template <class T>
@@ -189,22 +244,6 @@ __device__ __forceinline__ void tree_sums(const uint8_t* row, uint64_t first_col
   sq = stack_sq[0];
 }
 
-/// Six-bit scale and minimum of sub-block j from the packed bytes 4..15 of a super-block held in
-/// three words (k4_scale_min of device_decode.cuh, from registers).
-__device__ __forceinline__ void scale_min_of(uint32_t low, uint32_t mid, uint32_t high, uint32_t j, uint32_t& sc,
-                                             uint32_t& m) {
-  const uint32_t shift = 8 * (j % 4);
-  const uint32_t a = (low >> shift) & 0xffu, b = (mid >> shift) & 0xffu;
-  if (j < 4) {
-    sc = a & 63u;
-    m = b & 63u;
-  } else {
-    const uint32_t c = (high >> shift) & 0xffu;
-    sc = (c & 0xfu) | ((a >> 6) << 4);
-    m = (c >> 4) | ((b >> 6) << 4);
-  }
-}
-
 /// Persistent warps over warp units, as tile_rows_fast (tile_stats_kernel.cuh). kG: lanes per row
 /// as a constant (the default tile's instance: one super-block per row), or 0 to pass it in `g`.
 template <uint32_t kG>
@@ -225,47 +264,26 @@ __global__ void __launch_bounds__(kTileBlockThreads, 3) tile_rows_q4_k(TileJob j
     const bool row_ok = row < job.view_rows;
     const bool full = first_col + job.tile <= job.col_end;  // warp-uniform
     const uint8_t* row_ptr = job.data + row * job.row_bytes;
-    const uint8_t* block = row_ptr + (first_col / 256 + k0 / 4) * 144;
+    const uint8_t* block = row_ptr + (first_col / 256 + k0) * 144;
 
-    // The exact attempt: this lane's two sub-blocks.
+    // The exact attempt: this lane's super-block.
     bool lane_exact = false;
     int c = 0;
     int64_t part_sum = 0, part_magnitude = 0, part_squares = 0;
     int32_t min_key = kKeyPosInf, max_key = kKeyNegInf;
     uint32_t zeros = 0;
     if (row_ok && full) {
-      const uint32_t p = k0 % 4;
-      uint32_t w[8];
-      const uint4 a = *reinterpret_cast<const uint4*>(block + 16 + 32 * p);
-      const uint4 b = *reinterpret_cast<const uint4*>(block + 32 + 32 * p);
-      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-      const uint4 header = *reinterpret_cast<const uint4*>(block);
-      const uint32_t halves = header.x;
-      int64_t d_int, dmin_int;
-      int d_exp, dmin_exp;
-      const bool finite_d = half_scaled(halves & 0xffffu, d_int, d_exp);
-      const bool finite_dmin = half_scaled(halves >> 16, dmin_int, dmin_exp);
-      if (finite_d && finite_dmin) {
-        c = min(d_exp, dmin_exp);
-        const int64_t d_unit = d_int * (int64_t{1} << (d_exp - c)), dmin_unit = dmin_int * (int64_t{1} << (dmin_exp - c));
-        const float d = half_to_float(halves & 0xffffu), dmin = half_to_float(halves >> 16);
-        Quants lo, hi;
-        quant_stats(w, lo, hi);
-        uint32_t sc0, m0, sc1, m1;
-        scale_min_of(header.y, header.z, header.w, 2 * p, sc0, m0);
-        scale_min_of(header.y, header.z, header.w, 2 * p + 1, sc1, m1);
-        const SubBlockSums s0 = sub_block(sc0, m0, d_unit, dmin_unit, d, dmin, lo, w, 0, min_key, max_key, zeros);
-        const SubBlockSums s1 = sub_block(sc1, m1, d_unit, dmin_unit, d, dmin, hi, w, 4, min_key, max_key, zeros);
-        lane_exact = s0.exact && s1.exact;
-        part_sum = s0.sum + s1.sum;
-        part_magnitude = s0.magnitude + s1.magnitude;
-        part_squares = s0.squares + s1.squares;
-      }
+      const BlockParts parts = super_block(block, min_key, max_key, zeros);
+      lane_exact = parts.exact;
+      c = parts.c;
+      part_sum = parts.sum;
+      part_magnitude = parts.magnitude;
+      part_squares = parts.squares;
     }
     // The row's lanes bring their parts to the row's finest unit 2^c_min and add them.
-    // (With one super-block per row every lane of the row has the same unit already.)
-    const int c_min = kG == 4 ? c : row_min(lane_exact ? c : INT32_MAX, g);
-    if (kG != 4 && lane_exact) {
+    // (With one super-block per row there is nothing to exchange.)
+    const int c_min = kG == 1 ? c : row_min(lane_exact ? c : INT32_MAX, g);
+    if (kG != 1 && lane_exact) {
       const int shift = c - c_min;
       part_magnitude = scaled_within(part_magnitude, shift);
       part_squares = scaled_within(part_squares, 2 * shift);
@@ -336,8 +354,8 @@ cudaError_t launch_tile_rows_q4_k(const TilePlan& plan, const TileJob& job, uint
   // registers), measured on the H200 at 1065 GB/s against 935 with two (four: no better).
   const uint64_t limit = plan.max_blocks > 0 ? plan.max_blocks * 3 / 2 : wanted;
   const unsigned grid = static_cast<unsigned>(wanted < limit ? wanted : limit);
-  if (plan.lanes_per_segment == 4) {
-    tile_rows_q4_k<4><<<grid, kTileBlockThreads, 0, stream>>>(job, 4, static_cast<uint32_t>(units));
+  if (plan.lanes_per_segment == 1) {
+    tile_rows_q4_k<1><<<grid, kTileBlockThreads, 0, stream>>>(job, 1, static_cast<uint32_t>(units));
   } else {
     tile_rows_q4_k<0><<<grid, kTileBlockThreads, 0, stream>>>(job, plan.lanes_per_segment, static_cast<uint32_t>(units));
   }
