@@ -219,6 +219,22 @@ __device__ __forceinline__ double widen(const typename D::Word& w, int e, const 
 
 // ---- The block epilogue shared by both kernels ------------------------------------------------
 
+/// What a unit or a row block writes: its merged sums and counts.
+__device__ __forceinline__ TilePartial make_partial(double sum, double sum_sq, const LaneCounts& counts) {
+  TilePartial p;
+  p.sum = sum;
+  p.sum_sq = sum_sq;
+  p.nan = counts.nan;
+  p.pos_inf = counts.pos_inf;
+  p.neg_inf = counts.neg_inf;
+  p.zeros = counts.zeros;
+  p.min_key = counts.min_key;
+  p.max_key = counts.max_key;
+  p.absmax_bits = counts.absmax;
+  p.reserved = 0;
+  return p;
+}
+
 /// Row sums of a block sit in row_sum/row_sq[0, rows); lane counts are per thread. Reduces the
 /// rows by halving (the tile's row tree restricted to this block) and writes the block's partial.
 __device__ __forceinline__ void finish_block(double* row_sum, double* row_sq, LaneCounts* warp_counts,
@@ -237,18 +253,7 @@ __device__ __forceinline__ void finish_block(double* row_sum, double* row_sq, La
   if (threadIdx.x == 0) {
     LaneCounts total = warp_counts[0];
     for (uint32_t w = 1; w < blockDim.x / kLanes; ++w) total.merge(warp_counts[w]);
-    TilePartial p;
-    p.sum = row_sum[0];
-    p.sum_sq = row_sq[0];
-    p.nan = total.nan;
-    p.pos_inf = total.pos_inf;
-    p.neg_inf = total.neg_inf;
-    p.zeros = total.zeros;
-    p.min_key = total.min_key;
-    p.max_key = total.max_key;
-    p.absmax_bits = total.absmax;
-    p.reserved = 0;
-    *out = p;
+    *out = make_partial(row_sum[0], row_sq[0], total);
   }
 }
 
@@ -532,24 +537,39 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
       row_sum = row_sum + shuffle_xor(row_sum, static_cast<int>(m * g));
       row_sq = row_sq + shuffle_xor(row_sq, static_cast<int>(m * g));
     }
-    if (lane == 0) {
-      TilePartial p;
-      p.sum = row_sum;
-      p.sum_sq = row_sq;
-      p.nan = counts.nan;
-      p.pos_inf = counts.pos_inf;
-      p.neg_inf = counts.neg_inf;
-      p.zeros = counts.zeros;
-      p.min_key = counts.min_key;
-      p.max_key = counts.max_key;
-      p.absmax_bits = counts.absmax;
-      p.reserved = 0;
-      job.partials[unit] = p;
-    }
+    if (lane == 0) job.partials[unit] = make_partial(row_sum, row_sq, counts);
   }
 }
 
 // ---- The generic kernel: one element at a time, any alignment, any tile ----------------------
+
+/// One lane's share of a row's canonical tree, element by element: of the row's `lanes` lanes,
+/// lane l takes slots l + lanes·m (m < per_lane, a power of two), visited in bit-reversed m so that
+/// a binary-counter stack builds the halving tree over m; the caller then combines the lanes by
+/// shuffles (xor lanes/2 … 1).
+template <class D>
+__device__ __forceinline__ void strided_tree_sums(const uint8_t* row, uint64_t first_col, uint32_t lanes,
+                                                  uint32_t per_lane, uint32_t l, uint64_t col_end, const float* table,
+                                                  LaneCounts& counts, double& sum, double& sq) {
+  const uint32_t log_per_lane = 31 - __clz(per_lane);
+  double stack_sum[13], stack_sq[13];
+  int depth = 0;
+  for (uint32_t t = 0; t < per_lane; ++t) {
+    const uint32_t m = log_per_lane == 0 ? 0 : __brev(t) >> (32 - log_per_lane);
+    const uint64_t col = first_col + l + static_cast<uint64_t>(lanes) * m;
+    const double v = col < col_end ? counts.classify(D::element_bits(row, col, table)) : 0.0;
+    stack_sum[depth] = v;
+    stack_sq[depth] = v * v;
+    ++depth;
+    for (uint32_t bits = t; bits & 1u; bits >>= 1) {
+      --depth;
+      stack_sum[depth - 1] = stack_sum[depth - 1] + stack_sum[depth];
+      stack_sq[depth - 1] = stack_sq[depth - 1] + stack_sq[depth];
+    }
+  }
+  sum = stack_sum[0];
+  sq = stack_sq[0];
+}
 
 /// Row blocks of the generic path: L = min(32, T) lanes per row, lane l takes slots l + L * m,
 /// visited in bit-reversed m so that a binary-counter stack builds the halving tree over m.
@@ -564,7 +584,6 @@ __global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob j
   const BlockPlace place = place_block(job);
   const uint32_t lanes = min(job.tile, static_cast<uint32_t>(kLanes));
   const uint32_t per_lane = job.tile / lanes;
-  const uint32_t log_per_lane = 31 - __clz(per_lane);
   const uint32_t lane = threadIdx.x % kLanes, warp = threadIdx.x / kLanes;
   const uint32_t segments = kLanes / lanes;
   const uint32_t rows = (blockDim.x / kLanes) * segments;
@@ -575,24 +594,8 @@ __global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob j
   double sum = 0.0, sq = 0.0;
   LaneCounts counts = LaneCounts::empty();
   if (row < job.view_rows) {
-    const uint8_t* row_ptr = job.data + row * job.row_bytes;
-    double stack_sum[13], stack_sq[13];
-    int depth = 0;
-    for (uint32_t t = 0; t < per_lane; ++t) {
-      const uint32_t m = log_per_lane == 0 ? 0 : __brev(t) >> (32 - log_per_lane);
-      const uint64_t col = tile_col + l + static_cast<uint64_t>(lanes) * m;
-      const double v = col < job.col_end ? counts.classify(D::element_bits(row_ptr, col, table)) : 0.0;
-      stack_sum[depth] = v;
-      stack_sq[depth] = v * v;
-      ++depth;
-      for (uint32_t bits = t; bits & 1u; bits >>= 1) {
-        --depth;
-        stack_sum[depth - 1] = stack_sum[depth - 1] + stack_sum[depth];
-        stack_sq[depth - 1] = stack_sq[depth - 1] + stack_sq[depth];
-      }
-    }
-    sum = stack_sum[0];
-    sq = stack_sq[0];
+    strided_tree_sums<D>(job.data + row * job.row_bytes, tile_col, lanes, per_lane, l, job.col_end, table, counts, sum,
+                         sq);
   }
   for (uint32_t m = lanes / 2; m >= 1; m /= 2) {
     sum = sum + shuffle_xor(sum, static_cast<int>(m));

@@ -219,31 +219,6 @@ __device__ __forceinline__ T row_sum(T x, uint32_t g) {
   return x;
 }
 
-/// The canonical tree of one row's segment, element by element: lane k0 of the row's G lanes takes
-/// slots k0 + G m, halving over m (visited bit-reversed with a stack), then over the lanes.
-__device__ __forceinline__ void tree_sums(const uint8_t* row, uint64_t first_col, uint32_t tile, uint32_t g, uint32_t k0,
-                                       uint64_t col_end, LaneCounts& counts, double& sum, double& sq) {
-  const uint32_t per_lane = tile / g;
-  const uint32_t log_per_lane = 31 - __clz(per_lane);
-  double stack_sum[12], stack_sq[12];
-  int depth = 0;
-  for (uint32_t t = 0; t < per_lane; ++t) {
-    const uint32_t m = __brev(t) >> (32 - log_per_lane);
-    const uint64_t col = first_col + k0 + static_cast<uint64_t>(g) * m;
-    const double v = col < col_end ? counts.classify(DecQ4_K::element_bits(row, col, nullptr)) : 0.0;
-    stack_sum[depth] = v;
-    stack_sq[depth] = v * v;
-    ++depth;
-    for (uint32_t bits = t; bits & 1u; bits >>= 1) {
-      --depth;
-      stack_sum[depth - 1] = stack_sum[depth - 1] + stack_sum[depth];
-      stack_sq[depth - 1] = stack_sq[depth - 1] + stack_sq[depth];
-    }
-  }
-  sum = stack_sum[0];
-  sq = stack_sq[0];
-}
-
 /// Persistent warps over warp units, as tile_rows_fast (tile_stats_kernel.cuh). kG: lanes per row
 /// as a constant (the default tile's instance: one super-block per row), or 0 to pass it in `g`.
 template <uint32_t kG>
@@ -304,7 +279,7 @@ __global__ void __launch_bounds__(kTileBlockThreads, 4) tile_rows_q4_k(TileJob j
       counts.min_key = min_key;
       counts.max_key = max_key;
     } else if (row_ok) {
-      tree_sums(row_ptr, first_col, job.tile, g, k0, job.col_end, counts, tree_sum, tree_sq);
+      strided_tree_sums<DecQ4_K>(row_ptr, first_col, g, job.tile / g, k0, job.col_end, nullptr, counts, tree_sum, tree_sq);
     }
     const bool warp_exact = warp_all(row_exact || !row_ok);
     if (!warp_exact) {
@@ -328,20 +303,7 @@ __global__ void __launch_bounds__(kTileBlockThreads, 4) tile_rows_q4_k(TileJob j
       if (row_exact) counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
       counts.merge_warp();
     }
-    if (lane == 0) {
-      TilePartial out;
-      out.sum = sum;
-      out.sum_sq = sq;
-      out.nan = counts.nan;
-      out.pos_inf = counts.pos_inf;
-      out.neg_inf = counts.neg_inf;
-      out.zeros = counts.zeros;
-      out.min_key = counts.min_key;
-      out.max_key = counts.max_key;
-      out.absmax_bits = counts.absmax;
-      out.reserved = 0;
-      job.partials[unit] = out;
-    }
+    if (lane == 0) job.partials[unit] = make_partial(sum, sq, counts);
   }
 }
 
