@@ -182,7 +182,9 @@ __device__ __forceinline__ BlockParts super_block(const uint8_t* block, int32_t&
   const bool finite_dmin = half_scaled(header.x >> 16, dmin_int, dmin_exp);
   parts.c = min(d_exp, dmin_exp);
   // A and B in 32 bits: |d_unit|, |dmin_unit| <= 2^20 (exponents at most 9 apart, far beyond
-  // what ggml's quantizer makes) keeps every product below 2^26.
+  // what ggml's quantizer makes) keeps every product below 2^26. Capping the shift at 20 cannot
+  // let a larger unit through: a shift above 20 means a normal half (mantissa >= 2^10), so the
+  // capped unit is still at least 2^30 and fails the check.
   const int64_t d_unit = d_int * (int64_t{1} << min(d_exp - parts.c, 20));
   const int64_t dmin_unit = dmin_int * (int64_t{1} << min(dmin_exp - parts.c, 20));
   constexpr int64_t kUnitLimit = int64_t{1} << 20;
