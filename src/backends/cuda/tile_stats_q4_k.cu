@@ -63,20 +63,24 @@ struct Quants {
 /// The quant statistics of a lane's 32 bytes: low nibbles into `lo`, high nibbles into `hi`.
 __device__ __forceinline__ void quant_stats(const uint32_t (&w)[8], Quants& lo, Quants& hi) {
   uint32_t low_min = 0x000f000fu, low_max = 0, high_min = 0x000f000fu, high_max = 0;
+  uint32_t low_bytes = 0, high_bytes = 0;  // byte-wise sums: at most 8 · 15 per byte, no carries
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const uint32_t l = w[i] & 0x0f0f0f0fu, h = (w[i] >> 4) & 0x0f0f0f0fu;
-    lo.sum = dot_bytes(l, 0x01010101u, lo.sum);
+    low_bytes += l;
+    high_bytes += h;
     lo.squares = dot_bytes(l, l, lo.squares);
-    hi.sum = dot_bytes(h, 0x01010101u, hi.sum);
     hi.squares = dot_bytes(h, h, hi.squares);
-    const uint32_t l_even = l & 0x00ff00ffu, l_odd = (l >> 8) & 0x00ff00ffu;
-    const uint32_t h_even = h & 0x00ff00ffu, h_odd = (h >> 8) & 0x00ff00ffu;
+    // Bytes 0 and 2, and bytes 1 and 3, as 16-bit halves.
+    const uint32_t l_even = l & 0x00ff00ffu, l_odd = __byte_perm(l, 0u, 0x4341u);
+    const uint32_t h_even = h & 0x00ff00ffu, h_odd = __byte_perm(h, 0u, 0x4341u);
     low_min = min_halves(low_min, min_halves(l_even, l_odd));
     low_max = max_halves(low_max, max_halves(l_even, l_odd));
     high_min = min_halves(high_min, min_halves(h_even, h_odd));
     high_max = max_halves(high_max, max_halves(h_even, h_odd));
   }
+  lo.sum = dot_bytes(low_bytes, 0x01010101u, 0);
+  hi.sum = dot_bytes(high_bytes, 0x01010101u, 0);
   lo.low = min(low_min & 0xffffu, low_min >> 16);
   lo.high = max(low_max & 0xffffu, low_max >> 16);
   hi.low = min(high_min & 0xffffu, high_min >> 16);
@@ -124,12 +128,21 @@ struct BlockParts {
   bool exact = true;
 };
 
+/// Smallest and largest N = A·q − B of a super-block's sub-blocks, in its units of 2^c, and the
+/// keys of the extremes that are zero (their sign comes from the decoder's float operations).
+struct Extremes {
+  int32_t low = INT32_MAX;
+  int32_t high = INT32_MIN;
+  int32_t zero_min_key = kKeyPosInf;
+  int32_t zero_max_key = kKeyNegInf;
+};
+
 /// Adds a sub-block with six-bit scale sc and minimum m to `parts` (A = d_unit·sc, B =
-/// dmin_unit·m, both below 2^26 by the caller's check; `exact` drops when the decode could round)
-/// and folds its extremes and zeros into min_key / max_key / zeros.
+/// dmin_unit·m, both below 2^26 by the caller's check; `exact` drops when the decode could round),
+/// its extremes to `ext` and its zeros to `zeros`.
 __device__ __forceinline__ void sub_block(uint32_t sc, uint32_t m, int32_t d_unit, int32_t dmin_unit, float d,
                                           float dmin, const Quants& q, const uint32_t (&w)[8], int shift,
-                                          BlockParts& parts, int32_t& min_key, int32_t& max_key, uint32_t& zeros) {
+                                          BlockParts& parts, Extremes& ext, uint32_t& zeros) {
   const int32_t A = d_unit * static_cast<int32_t>(sc), B = dmin_unit * static_cast<int32_t>(m), top = 15 * A - B;
   parts.exact = parts.exact && abs(B) <= kDecodeLimit && abs(top) <= kDecodeLimit;
   // Unsigned arithmetic: the values are garbage (never used) when the check above failed.
@@ -138,20 +151,27 @@ __device__ __forceinline__ void sub_block(uint32_t sc, uint32_t m, int32_t d_uni
   parts.magnitude += 32 * static_cast<int64_t>(max(abs(B), abs(top)));
   const uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(A)), b = static_cast<uint64_t>(static_cast<int64_t>(B));
   parts.squares += static_cast<int64_t>(a * a * q.squares - 2 * (a * b) * q_sum + 32 * (b * b));
-  // The decoder's own float operations (exact here), so the extremes carry its zero signs.
-  const float d1 = __fmul_rn(d, static_cast<float>(sc)), m1 = __fmul_rn(dmin, static_cast<float>(m));
-  const float at_low = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.low)), m1);
-  const float at_high = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.high)), m1);
-  const bool falling = (__float_as_uint(d1) >> 31) != 0;
-  min_key = min(min_key, order_key(__float_as_uint(falling ? at_high : at_low)));
-  max_key = max(max_key, order_key(__float_as_uint(falling ? at_low : at_high)));
-  if (d1 == 0.0f) {
-    zeros += m1 == 0.0f ? 32u : 0u;
-  } else {
-    // The one quant that could decode to zero (an approximate quotient suffices: it is checked
-    // by decoding it).
-    const float q0 = fminf(fmaxf(rintf(__fdividef(m1, d1)), static_cast<float>(q.low)), static_cast<float>(q.high));
-    if (__fsub_rn(__fmul_rn(d1, q0), m1) == 0.0f) zeros += count_quant(w, shift, static_cast<uint32_t>(q0));
+  // v is monotone in q: its extremes are at the smallest and largest quant (|A q| < 2^30: no
+  // overflow). A zero extreme takes its sign from the decoder's own float operations.
+  const int32_t at_low = A * static_cast<int32_t>(q.low) - B, at_high = A * static_cast<int32_t>(q.high) - B;
+  ext.low = min(ext.low, min(at_low, at_high));
+  ext.high = max(ext.high, max(at_low, at_high));
+  if (at_low == 0 || at_high == 0) {
+    const float d1 = __fmul_rn(d, static_cast<float>(sc)), m1 = __fmul_rn(dmin, static_cast<float>(m));
+    const float v_low = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.low)), m1);
+    const float v_high = __fsub_rn(__fmul_rn(d1, static_cast<float>(q.high)), m1);
+    ext.zero_min_key = min(ext.zero_min_key, min(order_key(__float_as_uint(v_low)), order_key(__float_as_uint(v_high))));
+    ext.zero_max_key = max(ext.zero_max_key, max(order_key(__float_as_uint(v_low)), order_key(__float_as_uint(v_high))));
+  }
+  // Zeros: the whole sub-block when A = B = 0; else the quant q0 = B / A when that is a whole
+  // number in [low, high], found with an approximate quotient and checked in integers.
+  if (A == 0) {
+    zeros += B == 0 ? 32u : 0u;
+  } else if ((at_low <= 0) != (at_high <= 0) || at_low == 0 || at_high == 0) {
+    const int32_t q0 = __float2int_rn(__fdividef(static_cast<float>(B), static_cast<float>(A)));
+    if (q0 >= static_cast<int32_t>(q.low) && q0 <= static_cast<int32_t>(q.high) && A * q0 == B) {  // |A·q0| < 2^31
+      zeros += count_quant(w, shift, static_cast<uint32_t>(q0));
+    }
   }
 }
 
@@ -174,6 +194,7 @@ __device__ __forceinline__ void scale_min_of(uint32_t low, uint32_t mid, uint32_
 /// The exact parts of the super-block at `block` (16-byte aligned), its extremes and zeros.
 __device__ __forceinline__ BlockParts super_block(const uint8_t* block, int32_t& min_key, int32_t& max_key,
                                                   uint32_t& zeros) {
+  Extremes ext;
   BlockParts parts;
   const uint4 header = *reinterpret_cast<const uint4*>(block);
   int64_t d_int, dmin_int;
@@ -203,10 +224,16 @@ __device__ __forceinline__ BlockParts super_block(const uint8_t* block, int32_t&
     quant_stats(w, lo, hi);
     uint32_t sc, m;
     scale_min_of(header.y, header.z, header.w, 2 * p, sc, m);
-    sub_block(sc, m, d32, dmin32, d, dmin, lo, w, 0, parts, min_key, max_key, zeros);
+    sub_block(sc, m, d32, dmin32, d, dmin, lo, w, 0, parts, ext, zeros);
     scale_min_of(header.y, header.z, header.w, 2 * p + 1, sc, m);
-    sub_block(sc, m, d32, dmin32, d, dmin, hi, w, 4, parts, min_key, max_key, zeros);
+    sub_block(sc, m, d32, dmin32, d, dmin, hi, w, 4, parts, ext, zeros);
   }
+  // Non-zero extremes as floats: N·2^c exactly (|N| <= 2^24 when exact; 2^c is a normal float).
+  const float unit = __uint_as_float(static_cast<uint32_t>(127 + parts.c) << 23);
+  const int32_t low_key = ext.low != 0 ? order_key(__float_as_uint(__fmul_rn(static_cast<float>(ext.low), unit))) : kKeyPosInf;
+  const int32_t high_key = ext.high != 0 ? order_key(__float_as_uint(__fmul_rn(static_cast<float>(ext.high), unit))) : kKeyNegInf;
+  min_key = min(min_key, min(low_key, ext.zero_min_key));
+  max_key = max(max_key, max(high_key, ext.zero_max_key));
   return parts;
 }
 
@@ -315,8 +342,8 @@ cudaError_t launch_tile_rows_q4_k(const TilePlan& plan, const TileJob& job, uint
   if (units >> 32) return cudaErrorInvalidValue;
   const uint64_t wanted = (units + kTileBlockThreads / kLanes - 1) / (kTileBlockThreads / kLanes);
   // plan.max_blocks is tile_rows_fast's two blocks per SM; this kernel fits four (64 registers,
-  // no spills), measured on the H200 at 1645 GB/s against 1480 with three. (An L2 prefetch of the
-  // next unit measured no faster.)
+  // a few bytes spilled), measured on the H200 at 1727 GB/s against 1513 with three (76
+  // registers). (An L2 prefetch of the next unit measured no faster.)
   const uint64_t limit = plan.max_blocks > 0 ? plan.max_blocks * 2 : wanted;
   const unsigned grid = static_cast<unsigned>(wanted < limit ? wanted : limit);
   if (plan.lanes_per_segment == 1) {
