@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -695,15 +696,26 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   }
 }
 
-/// Q8_0 rows whose block scales lie in [lo, hi) (random sign when `signs`), random quants.
-std::vector<std::byte> q8_0_rows(uint64_t rows, uint64_t cols, double lo, double hi, bool signs, uint64_t seed) {
+/// The range of one fp16 scale field of a block type: bytes [offset, offset + 2) of each block.
+struct ScaleField {
+  uint32_t offset;
+  double lo, hi;
+};
+
+/// Random blocks of `dtype` whose scale fields lie in their ranges (each with a random sign when
+/// `signs`), every other byte random.
+std::vector<std::byte> scaled_blocks(DType dtype, uint64_t rows, uint64_t cols, std::initializer_list<ScaleField> fields,
+                                     bool signs, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<std::byte> bytes(*dtype_storage_bytes(DType::kQ8_0, rows * cols));
+  const DTypeInfo& info = dtype_info(dtype);
+  std::vector<std::byte> bytes(*dtype_storage_bytes(dtype, rows * cols));
   for (auto& b : bytes) b = static_cast<std::byte>(rng());
-  std::uniform_real_distribution<double> scale(lo, hi);
-  for (uint64_t k = 0; k < rows * cols / 32; ++k) {
-    const uint16_t h = static_cast<uint16_t>(f32_to_f16(static_cast<float>(scale(rng))) | (signs && rng() % 2 ? 0x8000u : 0u));
-    std::memcpy(bytes.data() + k * 34, &h, 2);
+  for (uint64_t k = 0; k < rows * cols / info.block_elems; ++k) {
+    for (const ScaleField& f : fields) {
+      const double value = std::uniform_real_distribution<double>(f.lo, f.hi)(rng);
+      const uint16_t h = static_cast<uint16_t>(f32_to_f16(static_cast<float>(value)) | (signs && rng() % 2 ? 0x8000u : 0u));
+      std::memcpy(bytes.data() + k * info.block_bytes + f.offset, &h, 2);
+    }
   }
   return bytes;
 }
@@ -720,7 +732,7 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
   };
   for (const Case& c : {Case{"narrow", 2.5e-4, 1e-3, false}, Case{"narrow signed", 2.5e-4, 1e-3, true},
                         Case{"wide", 1e-7, 1.0, true}, Case{"subnormal", 1e-7, 4e-7, false}}) {
-    auto bytes = q8_0_rows(rows, cols, c.lo, c.hi, c.signs, 17);
+    auto bytes = scaled_blocks(DType::kQ8_0, rows, cols, {{0, c.lo, c.hi}}, c.signs, 17);
     // Edge blocks: zero scale, -0 scale, infinite and NaN scales, all-zero and -128 quants.
     const uint64_t blocks_per_row = cols / 32;
     auto block = [&](uint64_t row, uint64_t b) { return bytes.data() + (row * blocks_per_row + b) * 34; };
@@ -746,24 +758,6 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
   }
 }
 
-/// Q4_K rows whose super-block scales d and dmin lie in [d_lo, d_hi) and [dmin_lo, dmin_hi)
-/// (random signs when `signs`), random six-bit sub-block scales and minimums, random quants.
-std::vector<std::byte> q4_k_rows(uint64_t rows, uint64_t cols, double d_lo, double d_hi, double dmin_lo, double dmin_hi,
-                                 bool signs, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::byte> bytes(*dtype_storage_bytes(DType::kQ4_K, rows * cols));
-  for (auto& b : bytes) b = static_cast<std::byte>(rng());
-  std::uniform_real_distribution<double> d_scale(d_lo, d_hi), dmin_scale(dmin_lo, dmin_hi);
-  for (uint64_t k = 0; k < rows * cols / 256; ++k) {
-    for (int h = 0; h < 2; ++h) {
-      const double value = h == 0 ? d_scale(rng) : dmin_scale(rng);
-      const uint16_t half = static_cast<uint16_t>(f32_to_f16(static_cast<float>(value)) | (signs && rng() % 2 ? 0x8000u : 0u));
-      std::memcpy(bytes.data() + k * 144 + 2 * h, &half, 2);
-    }
-  }
-  return bytes;
-}
-
 TEST(CpuBackend, Q4_KExactShortcutMatchesTheTreeBitForBit) {
   // When no float32 step of the decoder and no float64 addition of the canonical tree can round,
   // the CPU backend sums Q4_K segments from integer quant sums (cpu_tile_stats_q4_k.h). dmin a
@@ -779,7 +773,7 @@ TEST(CpuBackend, Q4_KExactShortcutMatchesTheTreeBitForBit) {
   for (const Case& c : {Case{"weight-like", 5e-5, 2e-4, 2e-4, 1.6e-3, false}, Case{"signed", 1e-4, 4e-4, 1e-4, 4e-4, true},
                         Case{"d above dmin", 1e-3, 2e-3, 2e-5, 2e-4, false}, Case{"wide", 1e-7, 1.0, 1e-7, 1.0, true},
                         Case{"subnormal", 1e-7, 5e-5, 1e-7, 5e-5, false}}) {
-    auto bytes = q4_k_rows(rows, cols, c.d_lo, c.d_hi, c.dmin_lo, c.dmin_hi, c.signs, 23);
+    auto bytes = scaled_blocks(DType::kQ4_K, rows, cols, {{0, c.d_lo, c.d_hi}, {2, c.dmin_lo, c.dmin_hi}}, c.signs, 23);
     const uint64_t blocks_per_row = cols / 256;
     auto block = [&](uint64_t row, uint64_t b) { return bytes.data() + (row * blocks_per_row + b) * 144; };
     // d or dmin zero, negative zero, infinite, NaN.

@@ -439,6 +439,25 @@ __device__ __forceinline__ uint32_t absmax_of_keys(int32_t min_key, int32_t max_
   return max(bits_from_key(min_key) & 0x7fffffffu, bits_from_key(max_key) & 0x7fffffffu);
 }
 
+/// Counts of finite values only: `zeros` zeros, extremes with keys min_key and max_key.
+__device__ __forceinline__ LaneCounts finite_counts(uint32_t zeros, int32_t min_key, int32_t max_key) {
+  return {0, 0, 0, zeros, min_key, max_key, absmax_of_keys(min_key, max_key)};
+}
+
+/// The warp's merged counts when no lane saw a NaN or Inf: three single-instruction reductions.
+__device__ __forceinline__ LaneCounts finite_warp_counts(uint32_t zeros, int32_t min_key, int32_t max_key) {
+  return finite_counts(warp_sum(zeros), warp_min(min_key), warp_max(max_key));
+}
+
+/// Adds a warp unit's S = segments row sums (rows s of lanes s·g …) by halving over s, xor
+/// (S/2)·g … g; every lane ends with the unit's sums.
+__device__ __forceinline__ void sum_unit_rows(double& sum, double& sq, uint32_t segments, uint32_t g) {
+  for (uint32_t m = segments / 2; m >= 1; m /= 2) {
+    sum = sum + shuffle_xor(sum, static_cast<int>(m * g));
+    sq = sq + shuffle_xor(sq, static_cast<int>(m * g));
+  }
+}
+
 /// A finite double (the fast path's proof that a lane saw no NaN or Inf).
 __device__ __forceinline__ bool finite(double x) {
   return (__double_as_longlong(x) & 0x7ff0000000000000ll) != 0x7ff0000000000000ll;
@@ -507,16 +526,10 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
     }
     LaneCounts counts = LaneCounts::empty();
     if (warp_all(lane_fast || !u.row_ok)) {
-      counts.zeros = warp_sum(zeros);
-      counts.min_key = warp_min(min_key);
-      counts.max_key = warp_max(max_key);
-      counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+      counts = finite_warp_counts(zeros, min_key, max_key);
     } else {
       if (lane_fast) {
-        counts.zeros = zeros;
-        counts.min_key = min_key;
-        counts.max_key = max_key;
-        counts.absmax = absmax_of_keys(min_key, max_key);
+        counts = finite_counts(zeros, min_key, max_key);
       } else if (loaded) {
         careful_sums<D, N>(raw, table, counts, sum, sq);
       } else if (u.row_ok) {
@@ -533,10 +546,7 @@ __global__ void __launch_bounds__(kTileBlockThreads, 2) tile_rows_fast(TileJob j
     }
     double row_sum = (sum[0] + sum[2]) + (sum[1] + sum[3]);
     double row_sq = (sq[0] + sq[2]) + (sq[1] + sq[3]);
-    for (uint32_t m = segments / 2; m >= 1; m /= 2) {
-      row_sum = row_sum + shuffle_xor(row_sum, static_cast<int>(m * g));
-      row_sq = row_sq + shuffle_xor(row_sq, static_cast<int>(m * g));
-    }
+    sum_unit_rows(row_sum, row_sq, segments, g);
     if (lane == 0) job.partials[unit] = make_partial(row_sum, row_sq, counts);
   }
 }

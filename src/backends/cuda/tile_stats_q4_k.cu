@@ -303,11 +303,7 @@ __global__ void __launch_bounds__(kTileBlockThreads, 4) tile_rows_q4_k(TileJob j
 
     LaneCounts counts = LaneCounts::empty();
     double tree_sum = 0.0, tree_sq = 0.0;
-    if (row_exact) {
-      counts.zeros = zeros;
-      counts.min_key = min_key;
-      counts.max_key = max_key;
-    } else if (row_ok) {
+    if (!row_exact && row_ok) {
       strided_tree_sums<DecQ4_K>(row_ptr, first_col, g, job.tile / g, k0, job.col_end, nullptr, counts, tree_sum, tree_sq);
     }
     const bool warp_exact = warp_all(row_exact || !row_ok);
@@ -319,17 +315,12 @@ __global__ void __launch_bounds__(kTileBlockThreads, 4) tile_rows_q4_k(TileJob j
     }
     double sum = row_exact ? static_cast<double>(total_sum) * power_of_two(c_min) : tree_sum;
     double sq = row_exact ? static_cast<double>(total_squares) * power_of_two(2 * c_min) : tree_sq;
-    for (uint32_t m = segments / 2; m >= 1; m /= 2) {
-      sum = sum + shuffle_xor(sum, static_cast<int>(m * g));
-      sq = sq + shuffle_xor(sq, static_cast<int>(m * g));
-    }
+    sum_unit_rows(sum, sq, segments, g);
+    // Lanes without a row kept zeros = 0 and empty keys.
     if (warp_exact) {
-      counts.zeros = warp_sum(counts.zeros);
-      counts.min_key = warp_min(counts.min_key);
-      counts.max_key = warp_max(counts.max_key);
-      counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+      counts = finite_warp_counts(zeros, min_key, max_key);
     } else {
-      if (row_exact) counts.absmax = absmax_of_keys(counts.min_key, counts.max_key);
+      if (row_exact) counts = finite_counts(zeros, min_key, max_key);
       counts.merge_warp();
     }
     if (lane == 0) job.partials[unit] = make_partial(sum, sq, counts);
