@@ -108,9 +108,13 @@ Matrix make_matrix(DType dtype, uint64_t bytes, uint64_t cols) {
         std::memcpy(p + 8 * i, &v, 8);
       }
       // Quantized: random quants; Q8_0's d, Q4_K's d and dmin as in bench/make_bench_checkpoints.py
-      // (for Q4_K, dmin above d as ggml's quantizer makes them for weights centred on zero).
+      // (for Q4_K, dmin above d as ggml's quantizer makes them for weights centred on zero; Q8_0's
+      // quants in [-127, 127], as ggml writes them).
       for (uint64_t b = 0; b < m.cols / info.block_elems; ++b) {
         std::byte* block = p + b * info.block_bytes;
+        if (dtype == DType::kQ8_0) {
+          for (uint32_t i = 2; i < 34; ++i) block[i] = block[i] == std::byte{0x80} ? std::byte{0x81} : block[i];
+        }
         const uint16_t d = dtype == DType::kQ4_K ? scale_bits(mix(row * 1000003 + b), 5e-5, 2e-4)
                                                  : scale_bits(mix(row * 1000003 + b), 1e-4, 1e-3);
         std::memcpy(block, &d, 2);

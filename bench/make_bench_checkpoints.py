@@ -87,6 +87,8 @@ def values(rng, dtype, shape):
     else:
         d = rng.uniform(1e-4, 1e-3, size=blocks).astype(np.float16)
     raw[:, 0:2] = d.view(np.uint8).reshape(blocks, 2)
+    if dtype == "Q8_0":
+        raw[:, 2:][raw[:, 2:] == 0x80] = 0x81  # quants in [-127, 127], as ggml's quantizer writes them
     if dtype == "Q4_K":
         dmin = rng.uniform(2e-4, 1.6e-3, size=blocks).astype(np.float16)
         raw[:, 2:4] = dmin.view(np.uint8).reshape(blocks, 2)

@@ -729,18 +729,26 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
     const char* name;
     double lo, hi;
     bool signs;
+    bool positive;  ///< every value positive (no edge blocks): no extreme is a zero
   };
-  for (const Case& c : {Case{"narrow", 2.5e-4, 1e-3, false}, Case{"narrow signed", 2.5e-4, 1e-3, true},
-                        Case{"wide", 1e-7, 1.0, true}, Case{"subnormal", 1e-7, 4e-7, false}}) {
+  for (const Case& c : {Case{"narrow", 2.5e-4, 1e-3, false, false}, Case{"narrow signed", 2.5e-4, 1e-3, true, false},
+                        Case{"wide", 1e-7, 1.0, true, false}, Case{"subnormal", 1e-7, 4e-7, false, false},
+                        Case{"positive", 2.5e-4, 1e-3, false, true}}) {
     auto bytes = scaled_blocks(DType::kQ8_0, rows, cols, {{0, c.lo, c.hi}}, c.signs, 17);
-    // Edge blocks: zero scale, -0 scale, infinite and NaN scales, all-zero and -128 quants.
     const uint64_t blocks_per_row = cols / 32;
     auto block = [&](uint64_t row, uint64_t b) { return bytes.data() + (row * blocks_per_row + b) * 34; };
-    const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0x7e00};
-    for (uint64_t i = 0; i < 4; ++i) std::memcpy(block(3 + i, 2 + i), &specials[i], 2);
-    std::memset(block(9, 0) + 2, 0, 32);
-    for (uint64_t b = 0; b < 8; ++b) std::memset(block(10, b) + 2, 0, 32);  // a whole zero segment
-    std::memset(block(11, 5) + 2, 0x80, 32);
+    if (c.positive) {
+      for (uint64_t k = 0; k < rows * blocks_per_row; ++k) {
+        for (uint64_t i = 2; i < 34; ++i) bytes[k * 34 + i] = (bytes[k * 34 + i] & std::byte{0x7f}) | std::byte{1};
+      }
+    } else {
+      // Edge blocks: zero scale, -0 scale, infinite and NaN scales, all-zero and -128 quants.
+      const uint16_t specials[] = {0x0000, 0x8000, 0x7c00, 0x7e00};
+      for (uint64_t i = 0; i < 4; ++i) std::memcpy(block(3 + i, 2 + i), &specials[i], 2);
+      std::memset(block(9, 0) + 2, 0, 32);
+      for (uint64_t b = 0; b < 8; ++b) std::memset(block(10, b) + 2, 0, 32);  // a whole zero segment
+      std::memset(block(11, 5) + 2, 0x80, 32);
+    }
     const MatrixView m{DType::kQ8_0, bytes, rows, cols};
     for (uint32_t tile : {128u, 256u, 512u, 1024u}) {
       for (const ViewRange& range : {whole(rows, cols), ViewRange{1, rows - 2, 32, cols - 32}, ViewRange{0, rows, 7, cols}}) {

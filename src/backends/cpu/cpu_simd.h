@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_order_key.h"
@@ -32,6 +33,7 @@ typedef int8_t i8x8 __attribute__((vector_size(8)));
 typedef uint8_t u8x8 __attribute__((vector_size(8)));
 typedef int8_t i8x16 __attribute__((vector_size(16)));
 typedef char char16 __attribute__((vector_size(16)));
+typedef char char32 __attribute__((vector_size(32)));
 typedef int8_t i8x32 __attribute__((vector_size(32)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
 typedef int16_t i16x16 __attribute__((vector_size(32)));
@@ -72,7 +74,7 @@ TM_CPU_INLINE To bits(const From& v) {
 template <typename V, typename S>
 TM_CPU_INLINE V splat(S x) {
   V v = {};
-  return v + static_cast<decltype(v[0] + 0)>(x);
+  return v + static_cast<std::remove_cvref_t<decltype(v[0])>>(x);
 }
 
 /// 16 small integers (bytes widened to 16 bits) as two float vectors, elements 0-7 and 8-15; exact.
@@ -129,6 +131,30 @@ TM_CPU_INLINE uint64_t reduce_add(const u32x8& v) {
   return s;
 }
 
+/// Halves the width of 8 entities three times over (entity k starts in e[k], 32 bytes of V's
+/// elements) with the associative `op`: pairs of 128-bit halves, then of 64-bit and 32-bit
+/// pieces of two entities at a time, ending with entity kOrder[i] in 32-bit lane i. Each step
+/// is one or two shuffles (vperm2i128, vpunpck*qdq, vshufps) and one `op`.
+inline constexpr uint32_t kFoldOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+/// The inverse: entity k ends in lane kFoldLane[k].
+inline constexpr uint32_t kFoldLane[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+template <typename V, typename Op>
+TM_CPU_INLINE u32x8 fold8(const V (&e)[8], const Op& op) {
+  V halves[4];
+  for (int p = 0; p < 4; ++p) {
+    const u64x4 a = bits<u64x4>(e[2 * p]), b = bits<u64x4>(e[2 * p + 1]);
+    halves[p] = op(bits<V>(__builtin_shufflevector(a, b, 0, 1, 4, 5)), bits<V>(__builtin_shufflevector(a, b, 2, 3, 6, 7)));
+  }
+  V quarters[2];
+  for (int p = 0; p < 2; ++p) {
+    const u64x4 a = bits<u64x4>(halves[2 * p]), b = bits<u64x4>(halves[2 * p + 1]);
+    quarters[p] = op(bits<V>(__builtin_shufflevector(a, b, 0, 4, 2, 6)), bits<V>(__builtin_shufflevector(a, b, 1, 5, 3, 7)));
+  }
+  const u32x8 a = bits<u32x8>(quarters[0]), b = bits<u32x8>(quarters[1]);
+  return bits<u32x8>(op(bits<V>(__builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14)),
+                        bits<V>(__builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15))));
+}
+
 // ---- Conversions, per instruction set ---------------------------------------------------------
 
 /// Conversions written as plain vector code (any instruction set).
@@ -142,6 +168,31 @@ struct PortableConvert {
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return __builtin_convertvector(v, u32x8); }
   /// float -> double, exact.
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_convertvector(v, f64x8); }
+  /// Sums of adjacent pairs of signed bytes: lane i holds q[2i] + q[2i + 1].
+  TM_CPU_INLINE static i16x16 pair_sums(const i8x32& q) {
+    return __builtin_convertvector(__builtin_shufflevector(q, q, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                                   i16x16) +
+           __builtin_convertvector(__builtin_shufflevector(q, q, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+                                   i16x16);
+  }
+  /// Sums of the squares of adjacent pairs of bytes, each at most 127: lane i holds
+  /// q[2i]² + q[2i + 1]².
+  TM_CPU_INLINE static u16x16 pair_squares(const u8x32& q) {
+    const u16x16 w = bits<u16x16>(q);
+    const u16x16 even = w & 0xff, odd = w >> 8;
+    return even * even + odd * odd;
+  }
+  /// Sums of the squares of 4 adjacent signed bytes, none of them -128: lane i holds
+  /// q[4i]² + ... + q[4i + 3]².
+  TM_CPU_INLINE static i32x8 quad_squares(const i8x32& q) {
+    const i16x16 even = __builtin_convertvector(
+        __builtin_shufflevector(q, q, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), i16x16);
+    const i16x16 odd = __builtin_convertvector(
+        __builtin_shufflevector(q, q, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), i16x16);
+    const i16x16 pairs = even * even + odd * odd;  // at most 2 * 127^2: no overflow
+    return __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 8, 10, 12, 14), i32x8) +
+           __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 9, 11, 13, 15), i32x8);
+  }
   /// IEEE half bits -> float, the branch-free exact conversion of decode_internal::half_bits_to_float
   /// (NaN payloads kept, subnormals exact).
   TM_CPU_INLINE static f32x8 half8(const u16x8& bits16) {
@@ -167,6 +218,19 @@ struct Avx2Convert : PortableConvert {
   /// One vpmovsxbd and one vcvtdq2ps.
   TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
     return __builtin_convertvector(bits<i32x8>(__builtin_ia32_pmovsxbd256(bits<char16>(v))), f32x8);
+  }
+  /// One vpmaddubsw against ones.
+  TM_CPU_INLINE static i16x16 pair_sums(const i8x32& q) {
+    return __builtin_ia32_pmaddubsw256(bits<char32>(splat<u8x32>(1)), bits<char32>(q));
+  }
+  /// One vpmaddubsw of q with itself (exact: no pair passes 2 * 127^2).
+  TM_CPU_INLINE static u16x16 pair_squares(const u8x32& q) {
+    return bits<u16x16>(__builtin_ia32_pmaddubsw256(bits<char32>(q), bits<char32>(q)));
+  }
+  /// vpabsb, pair_squares, vpmaddwd against ones.
+  TM_CPU_INLINE static i32x8 quad_squares(const i8x32& q) {
+    const u16x16 pairs = pair_squares(bits<u8x32>(__builtin_ia32_pabsb256(bits<char32>(q))));
+    return __builtin_ia32_pmaddwd256(bits<i16x16>(pairs), splat<i16x16>(1));
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_tile_stats_kernel.h"
 #include "backends/cpu/cpu_tile_stats_q4_k.h"
+#include "backends/cpu/cpu_tile_stats_q8_0.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu::tile_kernel {

@@ -383,99 +383,7 @@ TM_CPU_INLINE void decode_q4_k(const std::byte* src, uint64_t blocks, float* out
   }
 }
 
-// ---- Q8_0 without the tree: the exact-sum shortcut ----------------------------------------------
-//
-// The canonical tree is only an order of float64 additions. When no addition in it can round, its
-// result is the exact sum, whatever the order, and a Q8_0 segment's exact sum is a short formula in
-// integer quant sums: sum_b d_b * sum(q) and sum_b d_b^2 * sum(q^2). Proof, per segment: every
-// decoded value q * d_b (exact in float32: 8 x 11 bits) is a multiple of 2^t, t the lowest set bit
-// over the blocks' d; so is every partial sum of the tree, and every one is at most the sum of the
-// magnitudes. While that bound stays below 2^52 * 2^t every partial sum is representable, so no
-// addition rounds. The squares likewise with 2^(2t). Weight-like blocks pass easily; a segment
-// that does not (scales spread over more than ~16x, a zero or non-finite scale, an exact sum of
-// zero whose sign the tree decides) runs the tree as before.
-
-/// Lane-wise minimum / maximum of floats that are never NaN and never -0.0 (whole numbers here).
-TM_CPU_INLINE f32x8 min_whole(const f32x8& a, const f32x8& b) { return a < b ? a : b; }
-TM_CPU_INLINE f32x8 max_whole(const f32x8& a, const f32x8& b) { return a > b ? a : b; }
-
-/// The row sum and sum of squares of a Q8_0 segment of `blocks` whole blocks by the shortcut above,
-/// observing its values into `stats`; false, with `stats` untouched, when the proof does not hold.
-template <typename Cvt>
-TM_CPU_INLINE bool q8_0_exact_segment(const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum,
-                                      double& sum_sq) {
-  f64x8 acc{}, acc_sq{};
-  i32x8 min_key = i32x8{} + INT32_MAX, max_key = i32x8{} + INT32_MIN;
-  i32x8 minus_zeros{};
-  f64x8 scale_sum{}, scale_sq_sum{};
-  int t_min = INT_MAX;
-  for (uint64_t first = 0; first < blocks; first += 8) {
-    // The scales of up to 8 blocks at once (built in registers: lane stores then a vector load
-    // would stall store forwarding).
-    const uint64_t n = std::min<uint64_t>(8, blocks - first);
-    const auto half_at = [&](uint64_t b) { return b < n ? decode_internal::load_u16(src + (first + b) * 34) : uint16_t{0}; };
-    const u16x8 halves = {half_at(0), half_at(1), half_at(2), half_at(3), half_at(4), half_at(5), half_at(6), half_at(7)};
-    const u16x8 magnitude = halves & 0x7fffu;
-    const u16x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    const u16x8 in_segment = lane < static_cast<uint16_t>(n);
-    // Zero or non-finite scales refuse; so does any lane of the segment outside [0x0001, 0x7bff].
-    const u16x8 bad = in_segment & ((magnitude == 0) | (magnitude >= 0x7c00u));
-    if (reduce_or(bad) != 0) return false;
-    // Every |d| is a multiple of 2^(max(e, 1) - 25), e its exponent field: t_min is at least the
-    // smallest of those (ignoring trailing zero bits only makes the proof stricter).
-    const u16x8 field = (magnitude >> 10) | (in_segment ^ 0xffffu);  // lanes past n: 0xffff
-    t_min = std::min(t_min, static_cast<int>(std::max<uint32_t>(reduce_min(field), 1)) - 25);
-    i8x32 zero_lanes{};
-    const f32x8 scales = Cvt::half8(halves);
-    const f64x8 wide = Cvt::widen(scales);
-    scale_sum += Cvt::widen(Cvt::half8(magnitude));  // |d|; lanes past n are zero
-    scale_sq_sum += wide * wide;
-    for (uint64_t b = 0; b < n; ++b) {
-      const std::byte* quants = src + (first + b) * 34 + 2;
-      const float d = scales[b];
-      const i8x16 qa = load<i8x16>(quants), qb = load<i8x16>(quants + 16);
-      zero_lanes += __builtin_shufflevector(qa, qb, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                                            21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31) == 0;
-      const f32x8 q0 = Cvt::bytes8(qa), q1 = Cvt::bytes8(__builtin_shufflevector(qa, qa, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
-      const f32x8 q2 = Cvt::bytes8(qb), q3 = Cvt::bytes8(__builtin_shufflevector(qb, qb, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
-      // Whole numbers: |sum| <= 4 * 128 and sum of squares <= 4 * 128^2 per lane, exact in float32.
-      const f32x8 lane_sum = (q0 + q1) + (q2 + q3);
-      const f32x8 lane_sq = (q0 * q0 + q1 * q1) + (q2 * q2 + q3 * q3);
-      const f32x8 q_min = min_whole(min_whole(q0, q1), min_whole(q2, q3));
-      const f32x8 q_max = max_whole(max_whole(q0, q1), max_whole(q2, q3));
-      // q * d is monotone in q, and these are the very products the decoder forms.
-      const bool negative = (halves[b] & 0x8000u) != 0;
-      min_key = min(min_key, order_key((negative ? q_max : q_min) * d));
-      max_key = max(max_key, order_key((negative ? q_min : q_max) * d));
-      const double dd = wide[b];
-      acc += Cvt::widen(lane_sum) * dd;
-      acc_sq += Cvt::widen(lane_sq) * (dd * dd);
-    }
-    // Each lane of zero_lanes counted at most 8 blocks (-1 each): fold into 32-bit lanes.
-    const i16x16 z16 = __builtin_convertvector(__builtin_shufflevector(zero_lanes, zero_lanes, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                                       11, 12, 13, 14, 15), i16x16) +
-                       __builtin_convertvector(__builtin_shufflevector(zero_lanes, zero_lanes, 16, 17, 18, 19, 20, 21, 22,
-                                                                       23, 24, 25, 26, 27, 28, 29, 30, 31), i16x16);
-    minus_zeros += __builtin_convertvector(__builtin_shufflevector(z16, z16, 0, 1, 2, 3, 4, 5, 6, 7), i32x8) +
-                   __builtin_convertvector(__builtin_shufflevector(z16, z16, 8, 9, 10, 11, 12, 13, 14, 15), i32x8);
-  }
-  // Magnitude bounds: |q| <= 128 over 32 quants, q^2 <= 2^14; both sums are over the blocks.
-  const double magnitude_bound = halving_lanes(scale_sum) * 0x1p12;
-  const double square_bound = halving_lanes(scale_sq_sum) * 0x1p19;
-  if (magnitude_bound >= std::bit_cast<double>(uint64_t(1023 + 52 + t_min) << 52) ||
-      square_bound >= std::bit_cast<double>(uint64_t(1023 + 52 + 2 * t_min) << 52)) {
-    return false;
-  }
-  const double exact_sum = halving_lanes(acc);
-  const double exact_sq = halving_lanes(acc_sq);
-  if (exact_sum == 0 || exact_sq == 0) return false;
-  sum = exact_sum;
-  sum_sq = exact_sq;
-  stats.min_key = min(stats.min_key, min_key);
-  stats.max_key = max(stats.max_key, max_key);
-  stats.minus_zeros += minus_zeros;
-  return true;
-}
+// ---- The exact-sum shortcuts' driver (cpu_tile_stats_q8_0.h, cpu_tile_stats_q4_k.h) ---------------
 
 /// Items of a block type with an exact shortcut (kBlockElems elements in kBlockBytes bytes):
 /// segments of large, block-aligned tiles try `exact(src, blocks, stats, sum, sum_sq)`; the
@@ -507,17 +415,6 @@ TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& sc
     }
   }
   fold_lanes(item, lanes);
-}
-
-/// Q8_0 items: the exact shortcut above where it holds, the tree elsewhere.
-template <typename F32>
-TM_CPU_INLINE void process_q8_0(const ItemSpec& item, KernelScratch& scratch) {
-  process_exact_or_tree<F32, 32, 34>(
-      item, scratch,
-      [](const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum, double& sum_sq) __attribute__((always_inline)) {
-        return q8_0_exact_segment<typename F32::Cvt>(src, blocks, stats, sum, sum_sq);
-      },
-      [](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) { decode_q8_0(src, blocks, out); });
 }
 
 }  // namespace tensormorph::cpu::tile_kernel

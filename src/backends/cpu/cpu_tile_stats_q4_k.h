@@ -47,32 +47,9 @@ struct NibbleStats {
   u32x8 high;     ///< largest q
 };
 
-/// Halves the width of 8 entities four times over (entity k starts in e[k], 32 bytes of V's
-/// elements) with the associative `op`: pairs of 128-bit halves, then of 64-bit and 32-bit
-/// pieces of two entities at a time, ending with entity kOrder[i] in 32-bit lane i. Each step
-/// is one or two shuffles (vperm2i128, vpunpck*qdq, vshufps) and one `op`.
-inline constexpr uint32_t kFoldOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-/// The inverse: entity k ends in lane kFoldLane[k].
-inline constexpr uint32_t kFoldLane[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-template <typename V, typename Op>
-TM_CPU_INLINE u32x8 fold8(const V (&e)[8], const Op& op) {
-  V halves[4];
-  for (int p = 0; p < 4; ++p) {
-    const u64x4 a = bits<u64x4>(e[2 * p]), b = bits<u64x4>(e[2 * p + 1]);
-    halves[p] = op(bits<V>(__builtin_shufflevector(a, b, 0, 1, 4, 5)), bits<V>(__builtin_shufflevector(a, b, 2, 3, 6, 7)));
-  }
-  V quarters[2];
-  for (int p = 0; p < 2; ++p) {
-    const u64x4 a = bits<u64x4>(halves[2 * p]), b = bits<u64x4>(halves[2 * p + 1]);
-    quarters[p] = op(bits<V>(__builtin_shufflevector(a, b, 0, 4, 2, 6)), bits<V>(__builtin_shufflevector(a, b, 1, 5, 3, 7)));
-  }
-  const u32x8 a = bits<u32x8>(quarters[0]), b = bits<u32x8>(quarters[1]);
-  return bits<u32x8>(op(bits<V>(__builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14)),
-                        bits<V>(__builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15))));
-}
-
 /// Σq, Σq², min q and max q of the 8 sub-blocks of one super-block's 128 quant bytes: bytes
 /// [32j, 32j + 32) hold sub-block 2j in their low nibbles and 2j + 1 in their high nibbles.
+template <typename Cvt>
 TM_CPU_INLINE NibbleStats nibble_stats(const std::byte* qs) {
   u8x32 q[8];
   u16x16 sq[8];
@@ -81,11 +58,7 @@ TM_CPU_INLINE NibbleStats nibble_stats(const std::byte* qs) {
     q[2 * j] = x & 0xf;
     q[2 * j + 1] = bits<u8x32>(bits<u16x16>(x) >> 4) & 0xf;
   }
-  for (int k = 0; k < 8; ++k) {
-    const u16x16 w = bits<u16x16>(q[k]);
-    const u16x16 even = w & 0xff, odd = w >> 8;
-    sq[k] = even * even + odd * odd;  // <= 450 per lane
-  }
+  for (int k = 0; k < 8; ++k) sq[k] = Cvt::pair_squares(q[k]);  // <= 450 per lane
   const auto add8 = [](const u8x32& a, const u8x32& b) __attribute__((always_inline)) { return a + b; };
   const auto add16 = [](const u16x16& a, const u16x16& b) __attribute__((always_inline)) { return a + b; };
   const auto min8 = [](const u8x32& a, const u8x32& b) __attribute__((always_inline)) { return a < b ? a : b; };
@@ -187,6 +160,7 @@ TM_CPU_INLINE uint32_t count_quant(const std::byte* qs, uint32_t j, uint32_t q0)
 /// The row sum and sum of squares of a Q4_K segment of `blocks` whole super-blocks by the
 /// shortcut above, observing its values into `stats`; false, with `stats` untouched, when the
 /// proof does not hold.
+template <typename Cvt>
 TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum,
                                       double& sum_sq) {
   constexpr int64_t kExactLimit = int64_t{1} << 24;
@@ -214,7 +188,7 @@ TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, Lan
                         __builtin_convertvector(minimum, f64x8) * static_cast<double>(dmin_abs);
     if (any_lane(bound > static_cast<double>(kExactLimit))) return false;
     const std::byte* qs = src + 16;
-    const NibbleStats q = nibble_stats(qs);
+    const NibbleStats q = nibble_stats<Cvt>(qs);
     // Σ_j A_j Σq_j, Σ_j B_j, Σ_j A_j² Σq²_j, ... as d_unit, dmin_unit times small integer dot
     // products (each fits 32 bits: scale, minimum <= 63, Σq <= 480, Σq² <= 7200), all eight
     // horizontal sums in one fold.
@@ -270,7 +244,7 @@ TM_CPU_INLINE void process_q4_k(const ItemSpec& item, KernelScratch& scratch) {
   process_exact_or_tree<F32, 256, 144>(
       item, scratch,
       [](const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum, double& sum_sq) __attribute__((always_inline)) {
-        return q4_k_exact_segment(src, blocks, stats, sum, sum_sq);
+        return q4_k_exact_segment<typename F32::Cvt>(src, blocks, stats, sum, sum_sq);
       },
       [](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) { decode_q4_k(src, blocks, out); });
 }
