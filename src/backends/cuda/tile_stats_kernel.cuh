@@ -299,7 +299,7 @@ __device__ __forceinline__ void fast_sums(const typename D::Word (&raw)[N], cons
       for (int r = 0; r < N / 2; ++r) {
         const double x = widen<D>(raw[r], e, table), y = widen<D>(raw[r + N / 2], e, table);
         a[r] = x + y;
-        q[r] = x * x + y * y;
+        q[r] = __fma_rn(x, x, y * y);  // = x * x + y * y: both products are exact (<= 48 bits)
       }
       sum[e] = halving(a);
       sq[e] = halving(q);
