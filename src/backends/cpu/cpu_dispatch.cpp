@@ -7,7 +7,8 @@ bool isa_supported(Isa isa) {
     case Isa::kBaseline: return true;
 #if TM_CPU_X86_TARGETS
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("bmi2") &&
              __builtin_cpu_supports("popcnt");
     case Isa::kAvx512:
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -168,6 +168,9 @@ struct PortableConvert {
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return __builtin_convertvector(v, u32x8); }
   /// float -> double, exact.
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_convertvector(v, f64x8); }
+  /// x·x + y with x·x exact (x widened from at most 26 significant bits), so a fused
+  /// multiply-add gives the same bits.
+  TM_CPU_INLINE static f64x8 square_add(const f64x8& x, const f64x8& y) { return x * x + y; }
   /// Sums of adjacent pairs of signed bytes: lane i holds q[2i] + q[2i + 1].
   TM_CPU_INLINE static i16x16 pair_sums(const i8x32& q) {
     return __builtin_convertvector(__builtin_shufflevector(q, q, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
@@ -219,6 +222,13 @@ struct Avx2Convert : PortableConvert {
   TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
     return __builtin_convertvector(bits<i32x8>(__builtin_ia32_pmovsxbd256(bits<char16>(v))), f32x8);
   }
+  /// One vfmadd231pd per 4 lanes.
+  TM_CPU_INLINE static f64x8 square_add(const f64x8& x, const f64x8& y) {
+    const f64x4 x0 = __builtin_shufflevector(x, x, 0, 1, 2, 3), x1 = __builtin_shufflevector(x, x, 4, 5, 6, 7);
+    const f64x4 y0 = __builtin_shufflevector(y, y, 0, 1, 2, 3), y1 = __builtin_shufflevector(y, y, 4, 5, 6, 7);
+    const f64x4 r0 = __builtin_ia32_vfmaddpd256(x0, x0, y0), r1 = __builtin_ia32_vfmaddpd256(x1, x1, y1);
+    return __builtin_shufflevector(r0, r1, 0, 1, 2, 3, 4, 5, 6, 7);
+  }
   /// One vpmaddubsw against ones.
   TM_CPU_INLINE static i16x16 pair_sums(const i8x32& q) {
     return __builtin_ia32_pmaddubsw256(bits<char32>(splat<u8x32>(1)), bits<char32>(q));
@@ -238,6 +248,10 @@ struct Avx2Convert : PortableConvert {
 /// instructions). Only inlined into functions compiled with TM_TARGET_AVX512.
 struct Avx512Convert : Avx2Convert {
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_ia32_cvtps2pd512_mask(v, f64x8{}, static_cast<char>(-1), 4); }
+  /// One vfmadd231pd zmm.
+  TM_CPU_INLINE static f64x8 square_add(const f64x8& x, const f64x8& y) {
+    return __builtin_ia32_vfmaddpd512_mask(x, x, y, static_cast<char>(-1), 4);
+  }
 };
 #endif
 

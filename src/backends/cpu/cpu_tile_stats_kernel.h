@@ -108,6 +108,13 @@ TM_CPU_INLINE void vector_tree(const typename Src::Element* src, LaneStats& stat
     observe(v, stats);
     s = Src::Cvt::widen(v);
     q = s * s;
+  } else if constexpr (kCount == 2) {
+    const f32x8 even = Src::load8(src + kFirst * kLanes), odd = Src::load8(src + (kFirst + kStride) * kLanes);
+    observe(even, stats);
+    observe(odd, stats);
+    const f64x8 e = Src::Cvt::widen(even), o = Src::Cvt::widen(odd);
+    s = e + o;
+    q = Src::Cvt::square_add(e, o * o);
   } else {
     f64x8 even_s, even_q, odd_s, odd_q;
     vector_tree<Src, kFirst, 2 * kStride, kCount / 2>(src, stats, even_s, even_q);
