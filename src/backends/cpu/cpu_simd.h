@@ -192,9 +192,11 @@ struct PortableConvert {
         __builtin_shufflevector(q, q, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), i16x16);
     const i16x16 odd = __builtin_convertvector(
         __builtin_shufflevector(q, q, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), i16x16);
-    const i16x16 pairs = even * even + odd * odd;  // at most 2 * 127^2: no overflow
-    return __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 8, 10, 12, 14), i32x8) +
-           __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 9, 11, 13, 15), i32x8);
+    // Each square fits 16 signed bits; their sum (up to 2 * 128^2, for the -128 that callers
+    // refuse afterwards) fits 16 unsigned bits.
+    const u16x16 pairs = bits<u16x16>(even * even) + bits<u16x16>(odd * odd);
+    return bits<i32x8>(__builtin_convertvector(__builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 8, 10, 12, 14), u32x8) +
+                       __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 9, 11, 13, 15), u32x8));
   }
   /// IEEE half bits -> float, the branch-free exact conversion of decode_internal::half_bits_to_float
   /// (NaN payloads kept, subnormals exact).
