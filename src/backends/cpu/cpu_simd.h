@@ -155,6 +155,19 @@ TM_CPU_INLINE u32x8 fold8(const V (&e)[8], const Op& op) {
                         bits<V>(__builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15))));
 }
 
+/// Lane-wise operations to fold with, for any vector type.
+inline constexpr auto lane_add = [](const auto& a, const auto& b) __attribute__((always_inline)) { return a + b; };
+inline constexpr auto lane_min = [](const auto& a, const auto& b) __attribute__((always_inline)) { return a < b ? a : b; };
+inline constexpr auto lane_max = [](const auto& a, const auto& b) __attribute__((always_inline)) { return a > b ? a : b; };
+
+/// Folds the 4 bytes of every 32-bit lane into its byte 0 with `op` (the last two halvings of
+/// byte entities after fold8); the other bytes are left meaningless.
+template <typename V, typename Op>
+TM_CPU_INLINE V fold_lane_bytes(V v, const Op& op) {
+  v = op(v, bits<V>(bits<u32x8>(v) >> 8));
+  return op(v, bits<V>(bits<u32x8>(v) >> 16));
+}
+
 // ---- Conversions, per instruction set ---------------------------------------------------------
 
 /// Conversions written as plain vector code (any instruction set).

@@ -108,19 +108,17 @@ TM_CPU_INLINE void vector_tree(const typename Src::Element* src, LaneStats& stat
     observe(v, stats);
     s = Src::Cvt::widen(v);
     q = s * s;
-  } else if constexpr (kCount == 2) {
-    const f32x8 even = Src::load8(src + kFirst * kLanes), odd = Src::load8(src + (kFirst + kStride) * kLanes);
-    observe(even, stats);
-    observe(odd, stats);
-    const f64x8 e = Src::Cvt::widen(even), o = Src::Cvt::widen(odd);
-    s = e + o;
-    q = Src::Cvt::square_add(e, o * o);
   } else {
     f64x8 even_s, even_q, odd_s, odd_q;
     vector_tree<Src, kFirst, 2 * kStride, kCount / 2>(src, stats, even_s, even_q);
     vector_tree<Src, kFirst + kStride, 2 * kStride, kCount / 2>(src, stats, odd_s, odd_q);
     s = even_s + odd_s;
-    q = even_q + odd_q;
+    // Over two leaves, even_q + odd_q is even_s² + odd_q: one FMA (the unused square is dropped).
+    if constexpr (kCount == 2) {
+      q = Src::Cvt::square_add(even_s, odd_q);
+    } else {
+      q = even_q + odd_q;
+    }
   }
 }
 

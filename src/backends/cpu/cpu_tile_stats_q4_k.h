@@ -59,24 +59,15 @@ TM_CPU_INLINE NibbleStats nibble_stats(const std::byte* qs) {
     q[2 * j + 1] = bits<u8x32>(bits<u16x16>(x) >> 4) & 0xf;
   }
   for (int k = 0; k < 8; ++k) sq[k] = Cvt::pair_squares(q[k]);  // <= 450 per lane
-  const auto add8 = [](const u8x32& a, const u8x32& b) __attribute__((always_inline)) { return a + b; };
-  const auto add16 = [](const u16x16& a, const u16x16& b) __attribute__((always_inline)) { return a + b; };
-  const auto min8 = [](const u8x32& a, const u8x32& b) __attribute__((always_inline)) { return a < b ? a : b; };
-  const auto max8 = [](const u8x32& a, const u8x32& b) __attribute__((always_inline)) { return a > b ? a : b; };
   NibbleStats out;
   // Byte sums of 8 quants are at most 120: the last two halvings run in 16-bit fields.
-  const u32x8 sum4 = fold8(q, add8);
+  const u32x8 sum4 = fold8(q, lane_add);
   const u32x8 sum2 = (sum4 & 0x00ff00ffu) + ((sum4 >> 8) & 0x00ff00ffu);
   out.sum = (sum2 & 0xffffu) + (sum2 >> 16);
-  const u32x8 sq2 = fold8(sq, add16);
+  const u32x8 sq2 = fold8(sq, lane_add);
   out.squares = (sq2 & 0xffffu) + (sq2 >> 16);
-  u8x32 lo = bits<u8x32>(fold8(q, min8)), hi = bits<u8x32>(fold8(q, max8));
-  lo = min8(lo, bits<u8x32>(bits<u32x8>(lo) >> 8));
-  lo = min8(lo, bits<u8x32>(bits<u32x8>(lo) >> 16));
-  hi = max8(hi, bits<u8x32>(bits<u32x8>(hi) >> 8));
-  hi = max8(hi, bits<u8x32>(bits<u32x8>(hi) >> 16));
-  out.low = bits<u32x8>(lo) & 0xffu;
-  out.high = bits<u32x8>(hi) & 0xffu;
+  out.low = bits<u32x8>(fold_lane_bytes(bits<u8x32>(fold8(q, lane_min)), lane_min)) & 0xffu;
+  out.high = bits<u32x8>(fold_lane_bytes(bits<u8x32>(fold8(q, lane_max)), lane_max)) & 0xffu;
   return out;
 }
 
@@ -194,8 +185,7 @@ TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, Lan
     // horizontal sums in one fold.
     const u32x8 parts[8] = {scale * q.sum, minimum, scale, scale * scale * q.squares, scale * minimum * q.sum,
                             minimum * minimum, u32x8{}, u32x8{}};
-    const auto add32 = [](const u32x8& x, const u32x8& y) __attribute__((always_inline)) { return x + y; };
-    const u32x8 totals = fold8(parts, add32);  // entity k in lane kFoldLane[k]
+    const u32x8 totals = fold8(parts, lane_add);  // entity k in lane kFoldLane[k]
     const auto total = [&totals](int k) { return static_cast<int64_t>(totals[kFoldLane[k]]); };
     const int64_t scale_dot_sum = total(0), minimum_total = total(1), scale_total = total(2);
     const int64_t squares_dot = total(3), cross_dot = total(4), minimum_squares = total(5);

@@ -48,22 +48,13 @@ TM_CPU_INLINE QuantStats quant_stats(const i8x32 (&q)[8]) {
     pairs[k] = Cvt::pair_sums(q[k]);
     squares[k] = Cvt::quad_squares(q[k]);
   }
-  const auto add16 = [](const i16x16& a, const i16x16& b) __attribute__((always_inline)) { return a + b; };
-  const auto add32 = [](const i32x8& a, const i32x8& b) __attribute__((always_inline)) { return a + b; };
-  const auto min8 = [](const i8x32& a, const i8x32& b) __attribute__((always_inline)) { return a < b ? a : b; };
-  const auto max8 = [](const i8x32& a, const i8x32& b) __attribute__((always_inline)) { return a > b ? a : b; };
   QuantStats out;
   // |Σq| <= 4096 per block: the partial sums fit 16 bits; the last halving adds the two fields.
-  const i32x8 sum2 = bits<i32x8>(fold8(pairs, add16));
+  const i32x8 sum2 = bits<i32x8>(fold8(pairs, lane_add));
   out.sum = ((sum2 << 16) >> 16) + (sum2 >> 16);
-  out.squares = bits<i32x8>(fold8(squares, add32));
-  i8x32 lo = bits<i8x32>(fold8(q, min8)), hi = bits<i8x32>(fold8(q, max8));
-  lo = min8(lo, bits<i8x32>(bits<u32x8>(lo) >> 8));
-  lo = min8(lo, bits<i8x32>(bits<u32x8>(lo) >> 16));
-  hi = max8(hi, bits<i8x32>(bits<u32x8>(hi) >> 8));
-  hi = max8(hi, bits<i8x32>(bits<u32x8>(hi) >> 16));
-  out.low = low_byte(lo);
-  out.high = low_byte(hi);
+  out.squares = bits<i32x8>(fold8(squares, lane_add));
+  out.low = low_byte(fold_lane_bytes(bits<i8x32>(fold8(q, lane_min)), lane_min));
+  out.high = low_byte(fold_lane_bytes(bits<i8x32>(fold8(q, lane_max)), lane_max));
   return out;
 }
 
