@@ -696,6 +696,52 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   }
 }
 
+TEST(CpuBackend, SixteenBitStorageIsObservedOnItsBits) {
+  // BF16 and F16 extremes and zeros come from a pass over the stored bits, 32 lanes at a time,
+  // with a masked tail: extremes of either sign, zeros of both signs, denormals and non-finite
+  // values in every lane position, segments of 70 columns (two whole vectors and a tail of 6).
+  struct Palette {
+    DType dtype;
+    std::vector<uint16_t> finite;      // ±0, ±1, ±smallest denormal, ±largest finite
+    std::vector<uint16_t> non_finite;  // ±Inf, ±NaN
+  };
+  const Palette palettes[] = {
+      {DType::kBF16, {0x0000, 0x8000, 0x3f80, 0xbf80, 0x0001, 0x8001, 0x7f7f, 0xff7f}, {0x7f80, 0xff80, 0x7fc0, 0xffc0}},
+      {DType::kF16, {0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x8001, 0x7bff, 0xfbff}, {0x7c00, 0xfc00, 0x7e00, 0xfe00}},
+  };
+  const uint64_t rows = 9, cols = 70;
+  for (const Palette& palette : palettes) {
+    for (uint32_t variant = 0; variant < 4; ++variant) {
+      std::mt19937_64 rng(variant);
+      std::vector<uint16_t> values(rows * cols);
+      for (auto& v : values) {
+        // Variant 0: zeros only (both signs); 1: everything finite; 2 and 3: rare non-finite.
+        const uint64_t pick = rng();
+        if (variant == 0) v = palette.finite[pick % 2];
+        else if (variant >= 2 && pick % 23 == 0) v = palette.non_finite[(pick >> 8) % 4];
+        else v = palette.finite[(pick >> 8) % palette.finite.size()];
+      }
+      std::vector<std::byte> bytes(values.size() * 2);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      const MatrixView m{palette.dtype, bytes, rows, cols};
+      for (uint32_t tile : {8u, 32u, 64u, 128u, 256u}) {
+        for (const ViewRange range : {whole(rows, cols), ViewRange{1, rows, 3, cols - 1}}) {
+          const auto expected = reference_stats(m, range, tile);
+          for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+            if (!cpu::isa_supported(isa)) continue;
+            SCOPED_TRACE(std::string(dtype_name(palette.dtype)) + " variant " + std::to_string(variant) + " tile " +
+                         std::to_string(tile) + " " + std::string(cpu::isa_name(isa)) + " first column " +
+                         std::to_string(range.col_begin));
+            std::vector<TM_TileStats> out(expected.size());
+            ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 1, isa, {}).ok());
+            EXPECT_TRUE(same_stats(expected, out));
+          }
+        }
+      }
+    }
+  }
+}
+
 /// The range of one fp16 scale field of a block type: bytes [offset, offset + 2) of each block.
 struct ScaleField {
   uint32_t offset;

@@ -40,6 +40,8 @@ typedef int16_t i16x16 __attribute__((vector_size(32)));
 typedef uint8_t u8x32 __attribute__((vector_size(32)));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
 typedef uint64_t u64x4 __attribute__((vector_size(32)));
+typedef int16_t i16x32 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
 typedef double f64x8 __attribute__((vector_size(64)));
 typedef double f64x4 __attribute__((vector_size(32)));
 typedef double f64x2 __attribute__((vector_size(16)));

@@ -36,8 +36,9 @@ double* KernelScratch::tree(uint32_t tile) {
 }
 
 std::byte* KernelScratch::lane_stats(uint64_t bytes) {
-  if (lanes_.size() < bytes) lanes_.resize(bytes);
-  return lanes_.data();
+  const uint64_t units = (bytes + sizeof(LaneUnit) - 1) / sizeof(LaneUnit);
+  if (lanes_.size() < units) lanes_.resize(units);
+  return lanes_.data()->bytes;
 }
 
 void KernelScratch::fail(Status status) {

@@ -48,7 +48,7 @@ class KernelScratch {
   float* decoded(uint64_t count);
   /// The halving tree's buffer for tiles of `tile` columns.
   double* tree(uint32_t tile);
-  /// At least `bytes` bytes for per-tile lane statistics.
+  /// At least `bytes` bytes for per-tile lane statistics, aligned for any vector.
   std::byte* lane_stats(uint64_t bytes);
   /// Records the first failure of a generic decode (it should not happen after validation).
   void fail(Status status);
@@ -58,7 +58,11 @@ class KernelScratch {
  private:
   std::vector<float> decoded_;
   std::vector<double> tree_;
-  std::vector<std::byte> lanes_;
+  /// A 64-byte unit of lane-statistics storage (the widest vector's alignment).
+  struct alignas(64) LaneUnit {
+    std::byte bytes[64];
+  };
+  std::vector<LaneUnit> lanes_;
   Status status_;
 };
 
