@@ -139,7 +139,7 @@ struct StoredStats {
     const i16x32 key = key_of(x);
     min_key = key < min_key ? key : min_key;
     max_key = key > max_key ? key : max_key;
-    minus_zeros16 += (x & 0x7fff) == 0;
+    minus_zeros16 = (x & 0x7fff) == 0 ? minus_zeros16 - 1 : minus_zeros16;  // one masked subtract
   }
 
   /// Like observe() for lanes where `valid` is all ones; other lanes are ignored.
