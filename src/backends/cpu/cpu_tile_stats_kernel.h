@@ -68,8 +68,6 @@ struct LaneStats {
   }
 };
 
-TM_CPU_INLINE LaneStats fresh_lane_stats() { return LaneStats::fresh(); }
-
 /// The float32 bits of stored 16-bit floats, for StoredStats.
 struct BrainBits {
   TM_CPU_INLINE static uint32_t float_bits(uint16_t stored) { return uint32_t{stored} << 16; }
@@ -107,11 +105,17 @@ struct StoredStats {
     uint32_t i = 0;
     for (; i + 32 <= w; i += 32) observe(load<i16x32>(src + i), minus_zeros16);
     if (i < w) {
-      uint16_t tail[32] = {};
-      std::memcpy(tail, src + i, (w - i) * sizeof(uint16_t));
       const i16x32 lane = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
                            16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-      observe_masked(load<i16x32>(tail), lane < static_cast<int16_t>(w - i), minus_zeros16);
+      const auto seen = static_cast<int16_t>(32 - (w - i));
+      if (w >= 32) {
+        // The segment's last 32 elements, of which the first `seen` were observed above.
+        observe_masked(load<i16x32>(src + w - 32), lane >= seen, minus_zeros16);
+      } else {
+        uint16_t tail[32] = {};
+        std::memcpy(tail, src, w * sizeof(uint16_t));
+        observe_masked(load<i16x32>(tail), lane < static_cast<int16_t>(w), minus_zeros16);
+      }
     }
     const i32x16 pairs = bits<i32x16>(minus_zeros16);
     minus_zeros += ((pairs << 16) >> 16) + (pairs >> 16);
@@ -161,7 +165,8 @@ struct StoredStats {
   }
 };
 
-/// How a tile kernel observes the values of source `Src`.
+/// How a tile kernel observes the values of source `Src` in the segments of large tiles (walked
+/// row by row); small tiles observe leaf by leaf (tile_by_tile).
 template <typename Src>
 struct StatsOf {
   using type = LaneStats;
@@ -371,7 +376,8 @@ TM_CPU_INLINE void tile_by_tile(const ItemSpec& item, double* tree, const Rows& 
     const uint32_t w = tile_width(item, t);
     double* sums = item.row_sums + uint64_t{t} * item.tile;
     double* squares = item.row_squares + uint64_t{t} * item.tile;
-    auto stats = StatsOf<Src>::type::fresh();
+    // Leaf by leaf: a pass over the stored words of segments this short costs more than it saves.
+    LaneStats stats = LaneStats::fresh();
     for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
       const uint64_t slot = r - item.band_row_begin;
       row_segment<Src>(rows.segment(r, col), w, item.tile, stats, tree, sums[slot], squares[slot]);
