@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
 #include <random>
@@ -12,6 +14,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_calibration.h"
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_tile_stats.h"
 #include "compute/op_registry.h"
@@ -21,6 +25,7 @@
 #include "ops/op_instance.h"
 #include "ops/reference.h"
 #include "tensormorph/decode.h"
+#include "test_util.h"
 
 namespace tensormorph {
 namespace {
@@ -534,6 +539,36 @@ TEST(CpuBackend, CalibratesBandwidthWhenNotGiven) {
   EXPECT_EQ(cost.bytes_written, call.out.size() * sizeof(TM_TileStats));
   EXPECT_GT(cost.compute_ns, 0.0);
   EXPECT_TRUE(std::isfinite(cost.compute_ns));
+}
+
+/// Estimated nanoseconds and bytes of tile_stats over 256 x 256 F32 on a CPU backend created
+/// without a bandwidth option (so it calibrates).
+std::pair<double, uint64_t> calibrated_estimate() {
+  CpuApi cpu("");
+  EXPECT_TRUE(cpu.create_status().ok());
+  const auto bytes = f32_bytes(std::vector<float>(1 << 16, 1.0f));
+  TileStatsCall call(f32_matrix(bytes, 256, 256), whole(256, 256), 64);
+  TM_CostEstimate cost{};
+  cost.struct_size = sizeof cost;
+  EXPECT_TRUE(cpu.take(cpu.api().estimate(cpu.backend(), &call.op, &cost)).ok());
+  return {cost.compute_ns, cost.bytes_read + cost.bytes_written};
+}
+
+TEST(CpuBackend, MeasuresItsBandwidthOnceAndThenUsesWhatItRemembered) {
+  testing::TempDir dir;
+  const testing::ScopedEnv cache_home("XDG_CACHE_HOME", dir.path().string());
+  const auto path = dir.path() / "tensormorph" / "cpu-calibration";
+  ASSERT_EQ(cpu::calibration_path(), path);
+  EXPECT_GT(calibrated_estimate().first, 0.0);  // measured, and remembered
+  const cpu::MachineIdentity here{cpu::cpu_model_name(), cpu::hardware_threads(), cpu::physical_memory_bytes()};
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  EXPECT_GT(cpu::remembered_read_bandwidth_gbps(path, here, now), 0.0);
+  // A remembered figure no measurement here would give: the estimate follows it.
+  cpu::remember_read_bandwidth_gbps(path, here, 0.5, now);
+  const auto [ns, bytes] = calibrated_estimate();
+  EXPECT_NEAR(ns, static_cast<double>(bytes) / 0.5, 1e-6 * static_cast<double>(bytes));
 }
 
 TEST(CpuBackend, EstimatesQuantizedAsSlowerPerByte) {

@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::read_bytes;
+using testing::ScopedEnv;
 using testing::TempDir;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -877,14 +878,13 @@ TEST_F(IndexTest, DefaultIndexPathIsBesideTheCheckpointOrInTheCache) {
   EXPECT_EQ(index::default_index_path(*ckpt), dir / "m.safetensors.tmindex");
 
   // A checkpoint whose directory cannot be written (here: does not exist) goes to the cache.
-  const char* saved = std::getenv("XDG_CACHE_HOME");
-  const std::string saved_value = saved ? saved : "";
-  ::setenv("XDG_CACHE_HOME", (dir / "cache").c_str(), 1);
-  const Checkpoint elsewhere(CheckpointFormat::kSafetensors, "/nonexistent-tensormorph-dir/m.safetensors",
-                             {{"/nonexistent-tensormorph-dir/m.safetensors", 0}}, {}, {}, {});
-  const fs::path cached = index::default_index_path(elsewhere);
-  if (saved) ::setenv("XDG_CACHE_HOME", saved_value.c_str(), 1);
-  else ::unsetenv("XDG_CACHE_HOME");
+  fs::path cached;
+  {
+    const ScopedEnv cache_home("XDG_CACHE_HOME", (dir / "cache").string());
+    const Checkpoint elsewhere(CheckpointFormat::kSafetensors, "/nonexistent-tensormorph-dir/m.safetensors",
+                               {{"/nonexistent-tensormorph-dir/m.safetensors", 0}}, {}, {}, {});
+    cached = index::default_index_path(elsewhere);
+  }
   EXPECT_EQ(cached.parent_path(), dir / "cache" / "tensormorph");
   const std::string name = cached.filename().string();
   EXPECT_TRUE(name.size() > 17 && name.substr(16) == "-m.safetensors.tmindex") << name;

@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "core/cache_dir.h"
 #include "ops/matrix_shape.h"
 #include "ops/tensor_ops.h"
 #include "tensormorph/decode.h"
@@ -54,14 +54,11 @@ fs::path default_index_path(const Checkpoint& checkpoint) {
   sidecar += ".tmindex";
   fs::path dir = sidecar.parent_path().empty() ? fs::path(".") : sidecar.parent_path();
   if (::access(dir.c_str(), W_OK) == 0) return sidecar;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path cache = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
   const std::string absolute = fs::absolute(sidecar, ec).string();
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx",
                 static_cast<unsigned long long>(XXH64(absolute.data(), absolute.size(), 0)));
-  return cache / "tensormorph" / (std::string(hash) + "-" + sidecar.filename().string());
+  return user_cache_dir() / (std::string(hash) + "-" + sidecar.filename().string());
 }
 
 Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint& checkpoint,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_calibration.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_render.h"
@@ -256,7 +257,10 @@ TM_Error* backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
     backend->threads = hardware_threads();
     backend->isa = best_isa();
     TM_RETURN_IF_ERROR(apply_options(*backend, create.options));
-    if (backend->bandwidth_gbps <= 0) backend->bandwidth_gbps = measure_read_bandwidth_gbps();
+    if (backend->bandwidth_gbps <= 0) {
+      backend->bandwidth_gbps =
+          calibrated_read_bandwidth_gbps({backend->device_name, backend->threads, backend->memory_bytes});
+    }
     *out = reinterpret_cast<TM_Backend*>(backend.release());
     return Status::Ok();
   });

@@ -13,7 +13,7 @@ uint64_t physical_memory_bytes();
 /// Hardware threads (at least 1).
 uint32_t hardware_threads();
 /// Measures the multi-threaded read bandwidth of a buffer larger than the last-level cache in
-/// GB/s (about 20 ms); a positive fallback when the measurement fails.
+/// GB/s (about 40 ms, mostly faulting the buffer in); 0 when the measurement fails.
 double measure_read_bandwidth_gbps();
 
 }  // namespace tensormorph::cpu
