@@ -527,23 +527,9 @@ TEST(CpuBackend, RejectsBadOptionsAndDevices) {
   EXPECT_EQ(backend, nullptr);
 }
 
-TEST(CpuBackend, CalibratesBandwidthWhenNotGiven) {
-  CpuApi cpu("");
-  ASSERT_TRUE(cpu.create_status().ok());
-  const auto bytes = f32_bytes(std::vector<float>(1 << 16, 1.0f));
-  TileStatsCall call(f32_matrix(bytes, 256, 256), whole(256, 256), 64);
-  TM_CostEstimate cost{};
-  cost.struct_size = sizeof cost;
-  ASSERT_TRUE(cpu.take(cpu.api().estimate(cpu.backend(), &call.op, &cost)).ok());
-  EXPECT_EQ(cost.bytes_read, bytes.size());
-  EXPECT_EQ(cost.bytes_written, call.out.size() * sizeof(TM_TileStats));
-  EXPECT_GT(cost.compute_ns, 0.0);
-  EXPECT_TRUE(std::isfinite(cost.compute_ns));
-}
-
-/// Estimated nanoseconds and bytes of tile_stats over 256 x 256 F32 on a CPU backend created
-/// without a bandwidth option (so it calibrates).
-std::pair<double, uint64_t> calibrated_estimate() {
+/// The estimate of tile_stats over 256 x 256 F32 (64 x 64 tiles) by a CPU backend created
+/// without a bandwidth option, so that it calibrates.
+TM_CostEstimate calibrated_estimate() {
   CpuApi cpu("");
   EXPECT_TRUE(cpu.create_status().ok());
   const auto bytes = f32_bytes(std::vector<float>(1 << 16, 1.0f));
@@ -551,7 +537,15 @@ std::pair<double, uint64_t> calibrated_estimate() {
   TM_CostEstimate cost{};
   cost.struct_size = sizeof cost;
   EXPECT_TRUE(cpu.take(cpu.api().estimate(cpu.backend(), &call.op, &cost)).ok());
-  return {cost.compute_ns, cost.bytes_read + cost.bytes_written};
+  return cost;
+}
+
+TEST(CpuBackend, CalibratesBandwidthWhenNotGiven) {
+  const TM_CostEstimate cost = calibrated_estimate();
+  EXPECT_EQ(cost.bytes_read, (uint64_t{1} << 16) * sizeof(float));
+  EXPECT_EQ(cost.bytes_written, 16 * sizeof(TM_TileStats));
+  EXPECT_GT(cost.compute_ns, 0.0);
+  EXPECT_TRUE(std::isfinite(cost.compute_ns));
 }
 
 TEST(CpuBackend, MeasuresItsBandwidthOnceAndThenUsesWhatItRemembered) {
@@ -559,7 +553,7 @@ TEST(CpuBackend, MeasuresItsBandwidthOnceAndThenUsesWhatItRemembered) {
   const testing::ScopedEnv cache_home("XDG_CACHE_HOME", dir.path().string());
   const auto path = dir.path() / "tensormorph" / "cpu-calibration";
   ASSERT_EQ(cpu::calibration_path(), path);
-  EXPECT_GT(calibrated_estimate().first, 0.0);  // measured, and remembered
+  EXPECT_GT(calibrated_estimate().compute_ns, 0.0);  // measured, and remembered
   const cpu::MachineIdentity here{cpu::cpu_model_name(), cpu::hardware_threads(), cpu::physical_memory_bytes()};
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
@@ -567,8 +561,9 @@ TEST(CpuBackend, MeasuresItsBandwidthOnceAndThenUsesWhatItRemembered) {
   EXPECT_GT(cpu::remembered_read_bandwidth_gbps(path, here, now), 0.0);
   // A remembered figure no measurement here would give: the estimate follows it.
   cpu::remember_read_bandwidth_gbps(path, here, 0.5, now);
-  const auto [ns, bytes] = calibrated_estimate();
-  EXPECT_NEAR(ns, static_cast<double>(bytes) / 0.5, 1e-6 * static_cast<double>(bytes));
+  const TM_CostEstimate cost = calibrated_estimate();
+  const auto bytes = static_cast<double>(cost.bytes_read + cost.bytes_written);
+  EXPECT_NEAR(cost.compute_ns, bytes / 0.5, 1e-6 * bytes);
 }
 
 TEST(CpuBackend, EstimatesQuantizedAsSlowerPerByte) {
