@@ -18,6 +18,7 @@ plugins/opencl/build.sh
 echo "== tests (ASan + UBSan)"
 export TM_REQUIRE_OPENCL=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt:print_suppressions=0"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/asan --output-on-failure -j"$jobs"
 
