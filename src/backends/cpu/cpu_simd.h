@@ -40,6 +40,8 @@ typedef int16_t i16x16 __attribute__((vector_size(32)));
 typedef uint8_t u8x32 __attribute__((vector_size(32)));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
 typedef uint64_t u64x4 __attribute__((vector_size(32)));
+typedef int64_t i64x4 __attribute__((vector_size(32)));
+typedef int64_t i64x8 __attribute__((vector_size(64)));
 typedef int16_t i16x32 __attribute__((vector_size(64)));
 typedef int32_t i32x16 __attribute__((vector_size(64)));
 typedef double f64x8 __attribute__((vector_size(64)));
@@ -181,8 +183,18 @@ struct PortableConvert {
   }
   /// 8 x u16 -> 8 x u32 (zero extension).
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return __builtin_convertvector(v, u32x8); }
+  /// The low 8 of 16 bytes -> 8 x u32 (zero extension).
+  TM_CPU_INLINE static u32x8 widen_u8(const u8x16& v) {
+    return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), u32x8);
+  }
+  /// True when some bit of the 32 bytes is set.
+  TM_CPU_INLINE static bool any_bit(const u64x4& v) { return ((v[0] | v[1]) | (v[2] | v[3])) != 0; }
   /// float -> double, exact.
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_convertvector(v, f64x8); }
+  /// int32 -> double, exact.
+  TM_CPU_INLINE static f64x8 widen(const i32x8& v) { return __builtin_convertvector(v, f64x8); }
+  /// int32 -> int64 (sign extension).
+  TM_CPU_INLINE static i64x8 widen_i64(const i32x8& v) { return __builtin_convertvector(v, i64x8); }
   /// x·x + y with x·x exact (x widened from at most 26 significant bits), so a fused
   /// multiply-add gives the same bits.
   TM_CPU_INLINE static f64x8 square_add(const f64x8& x, const f64x8& y) { return x * x + y; }
@@ -192,6 +204,12 @@ struct PortableConvert {
                                    i16x16) +
            __builtin_convertvector(__builtin_shufflevector(q, q, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
                                    i16x16);
+  }
+  /// Sums of 4 adjacent signed bytes: lane i holds q[4i] + ... + q[4i + 3].
+  TM_CPU_INLINE static i32x8 quad_sums(const i8x32& q) {
+    const i16x16 pairs = pair_sums(q);
+    return __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 8, 10, 12, 14), i32x8) +
+           __builtin_convertvector(__builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 9, 11, 13, 15), i32x8);
   }
   /// Sums of the squares of adjacent pairs of bytes, each at most 127: lane i holds
   /// q[2i]² + q[2i + 1]².
@@ -234,6 +252,12 @@ struct PortableConvert {
 struct Avx2Convert : PortableConvert {
   /// One vpmovzxwd (GCC 12 lowers the generic conversion to four instructions).
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return bits<u32x8>(__builtin_ia32_pmovzxwd256(bits<i16x8>(v))); }
+  /// One vpmovzxbd.
+  TM_CPU_INLINE static u32x8 widen_u8(const u8x16& v) { return bits<u32x8>(__builtin_ia32_pmovzxbd256(bits<char16>(v))); }
+  /// One vptest.
+  TM_CPU_INLINE static bool any_bit(const u64x4& v) {
+    return !__builtin_ia32_ptestz256(bits<long long __attribute__((vector_size(32)))>(v), bits<long long __attribute__((vector_size(32)))>(v));
+  }
   TM_CPU_INLINE static f32x8 half8(const u16x8& bits16) { return __builtin_ia32_vcvtph2ps256(bits<i16x8>(bits16)); }
   /// One vpmovsxbd and one vcvtdq2ps.
   TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
@@ -250,6 +274,8 @@ struct Avx2Convert : PortableConvert {
   TM_CPU_INLINE static i16x16 pair_sums(const i8x32& q) {
     return __builtin_ia32_pmaddubsw256(bits<char32>(splat<u8x32>(1)), bits<char32>(q));
   }
+  /// pair_sums, then one vpmaddwd against ones.
+  TM_CPU_INLINE static i32x8 quad_sums(const i8x32& q) { return __builtin_ia32_pmaddwd256(pair_sums(q), splat<i16x16>(1)); }
   /// One vpmaddubsw of q with itself (exact: no pair passes 2 * 127^2).
   TM_CPU_INLINE static u16x16 pair_squares(const u8x32& q) {
     return bits<u16x16>(__builtin_ia32_pmaddubsw256(bits<char32>(q), bits<char32>(q)));
@@ -265,6 +291,13 @@ struct Avx2Convert : PortableConvert {
 /// instructions). Only inlined into functions compiled with TM_TARGET_AVX512.
 struct Avx512Convert : Avx2Convert {
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_ia32_cvtps2pd512_mask(v, f64x8{}, static_cast<char>(-1), 4); }
+  /// One vcvtdq2pd zmm.
+  TM_CPU_INLINE static f64x8 widen(const i32x8& v) { return __builtin_ia32_cvtdq2pd512_mask(v, f64x8{}, static_cast<char>(-1)); }
+  /// One vpmovsxdq zmm.
+  TM_CPU_INLINE static i64x8 widen_i64(const i32x8& v) {
+    typedef long long i64x8_ll __attribute__((vector_size(64)));  // the builtin's own lane type
+    return bits<i64x8>(__builtin_ia32_pmovsxdq512_mask(v, i64x8_ll{}, static_cast<char>(-1)));
+  }
   /// One vfmadd231pd zmm.
   TM_CPU_INLINE static f64x8 square_add(const f64x8& x, const f64x8& y) {
     return __builtin_ia32_vfmaddpd512_mask(x, x, y, static_cast<char>(-1), 4);

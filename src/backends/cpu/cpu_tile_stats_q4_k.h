@@ -1,5 +1,5 @@
 // Q4_K without the tree: the exact-sum shortcut for ggml's 4-bit K-quants (the Q8_0 one is in
-// cpu_tile_stats_kernel.h). Include only from cpu_tile_stats_isa.h.
+// cpu_tile_stats_q8_0.h). Include only from cpu_tile_stats_isa.h.
 //
 // A Q4_K super-block holds 8 sub-blocks of 32 four-bit quants q, decoded in float32 as
 // v = (d·sc)·q − (dmin·m) with d, dmin half floats and sc, m six-bit integers. In integers:
@@ -27,17 +27,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tensormorph::cpu::tile_kernel {
-
-/// A finite half float as mantissa·2^exponent with an integer mantissa (|mantissa| < 2^11);
-/// false for infinities and NaN.
-TM_CPU_INLINE bool half_as_scaled_integer(uint16_t h, int64_t& mantissa, int& exponent) {
-  const uint32_t field = (h >> 10) & 0x1fu, fraction = h & 0x3ffu;
-  if (field == 0x1fu) return false;
-  const auto magnitude = static_cast<int64_t>(field == 0 ? fraction : (fraction | 0x400u));
-  mantissa = (h & 0x8000u) != 0 ? -magnitude : magnitude;
-  exponent = static_cast<int>(field == 0 ? 1u : field) - 25;
-  return true;
-}
 
 /// Quant statistics of one super-block's 8 sub-blocks; lane i holds sub-block kFoldOrder[i].
 struct NibbleStats {
@@ -75,69 +64,41 @@ TM_CPU_INLINE NibbleStats nibble_stats(const std::byte* qs) {
 /// the 4 bytes after them, unused), in kFoldOrder. Sub-block j < 4: scale = p[j] & 63, minimum =
 /// p[j + 4] & 63; j >= 4: scale = (p[j + 4] & 15) | (p[j - 4] >> 6) << 4, minimum =
 /// (p[j + 4] >> 4) | (p[j] >> 6) << 4.
+template <typename Cvt>
 TM_CPU_INLINE void q4_k_scales(const std::byte* packed, u32x8& scale, u32x8& minimum) {
+  // Byte shuffles in 16-byte vectors, then one widening each.
   const u8x16 p = load<u8x16>(packed);
-  const auto lanes = [&p](auto... index) __attribute__((always_inline)) { return u32x8{p[index]...}; };
-  const u32x8 first = lanes(0, 2, 8, 10, 1, 3, 9, 11);  // p[j] for j < 4, p[j + 4] after
-  const u32x8 second = lanes(4, 6, 0, 2, 5, 7, 1, 3);   // p[j + 4] for j < 4, p[j - 4] after
-  const u32x8 third = lanes(4, 6, 4, 6, 5, 7, 5, 7);    // p[j] for j >= 4
-  const i32x8 early = {-1, -1, 0, 0, -1, -1, 0, 0};       // lanes of sub-blocks 0-3
+  const u32x8 first = Cvt::widen_u8(__builtin_shufflevector(p, p, 0, 2, 8, 10, 1, 3, 9, 11, 0, 0, 0, 0, 0, 0, 0, 0));
+  const u32x8 second = Cvt::widen_u8(__builtin_shufflevector(p, p, 4, 6, 0, 2, 5, 7, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0));
+  const u32x8 third = Cvt::widen_u8(__builtin_shufflevector(p, p, 4, 6, 4, 6, 5, 7, 5, 7, 0, 0, 0, 0, 0, 0, 0, 0));
+  const i32x8 early = {-1, -1, 0, 0, -1, -1, 0, 0};  // lanes of sub-blocks 0-3
   scale = early != 0 ? first & 63u : (first & 15u) | ((second >> 6) << 4);
   minimum = early != 0 ? second & 63u : (first >> 4) | ((third >> 6) << 4);
 }
 
 /// True when some lane of a comparison mask (32 or 64 bytes) is set.
-template <typename Mask>
+template <typename Cvt, typename Mask>
 TM_CPU_INLINE bool any_lane(const Mask& mask) {
-  u64x4 words;
   if constexpr (sizeof(Mask) == 64) {
     typedef uint64_t u64x8 __attribute__((vector_size(64)));
     const u64x8 all = bits<u64x8>(mask);
-    words = __builtin_shufflevector(all, all, 0, 1, 2, 3) | __builtin_shufflevector(all, all, 4, 5, 6, 7);
+    return Cvt::any_bit(__builtin_shufflevector(all, all, 0, 1, 2, 3) | __builtin_shufflevector(all, all, 4, 5, 6, 7));
   } else {
-    words = bits<u64x4>(mask);
+    return Cvt::any_bit(bits<u64x4>(mask));
   }
-  return ((words[0] | words[1]) | (words[2] | words[3])) != 0;
 }
 
 /// 2^e as a double, for the exponents of these sums (normal range).
 TM_CPU_INLINE double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(1023 + e) << 52); }
 
-/// Exact sums of a segment in units of 2^unit (2^2unit for the squares), merged super-block by
-/// super-block: a finer unit rescales what came before. Every total stays at most 2^53 (beyond
-/// that the proof fails anyway), so 64-bit integers hold them and every shift.
-struct ExactAccumulator {
-  static constexpr int64_t kLimit = int64_t{1} << 53;
-  int unit = INT32_MAX;
-  int64_t sum = 0;        ///< Σ N
-  int64_t magnitude = 0;  ///< an upper bound of Σ |N|, at least |sum|
-  int64_t squares = 0;    ///< Σ N²
+/// Lane-wise magnitude.
+TM_CPU_INLINE f64x8 magnitude_of(const f64x8& x) { return bits<f64x8>(bits<i64x8>(x) & INT64_MAX); }
 
-  /// x·2^s when that is at most 2^53, else -1.
-  TM_CPU_INLINE static int64_t scaled(int64_t x, int s) {
-    if (s >= 54) return x == 0 ? 0 : -1;
-    return x > (kLimit >> s) ? -1 : x * (int64_t{1} << s);
-  }
-
-  /// Adds sums given in units of 2^c (magnitude and squares non-negative); false when a total
-  /// passes 2^53.
-  TM_CPU_INLINE bool add(int c, int64_t block_sum, int64_t block_magnitude, int64_t block_squares) {
-    if (unit == INT32_MAX) unit = c;
-    if (c < unit) {
-      magnitude = scaled(magnitude, unit - c);
-      squares = scaled(squares, 2 * (unit - c));
-      if (magnitude < 0 || squares < 0) return false;
-      sum *= int64_t{1} << (unit - c);  // |sum| <= magnitude: in range
-      unit = c;
-    }
-    const int64_t m = scaled(block_magnitude, c - unit), q = scaled(block_squares, 2 * (c - unit));
-    if (m < 0 || q < 0) return false;
-    sum += block_sum * (int64_t{1} << std::min(c - unit, 53));  // |block_sum| <= block_magnitude
-    magnitude += m;
-    squares += q;
-    return magnitude <= kLimit && squares <= kLimit;
-  }
-};
+/// Sum of the lanes.
+TM_CPU_INLINE int64_t reduce_add(const i64x8& v) {
+  const i64x4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
 
 /// Quants of sub-block j equal to q0.
 TM_CPU_INLINE uint32_t count_quant(const std::byte* qs, uint32_t j, uint32_t q0) {
@@ -150,56 +111,57 @@ TM_CPU_INLINE uint32_t count_quant(const std::byte* qs, uint32_t j, uint32_t q0)
 
 /// The row sum and sum of squares of a Q4_K segment of `blocks` whole super-blocks by the
 /// shortcut above, observing its values into `stats`; false, with `stats` untouched, when the
-/// proof does not hold.
+/// proof does not hold. Each super-block's sums are formed in its own unit 2^c, exactly (float64
+/// where every step is an integer below 2^53, 64-bit integers for the squares, whose terms may
+/// cancel), then scaled and added in float64; those additions are exact when the totals of the
+/// magnitudes and of the squares stay below 2^53 units of the smallest c (checked at the end).
 template <typename Cvt>
 TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum,
                                       double& sum_sq) {
-  constexpr int64_t kExactLimit = int64_t{1} << 24;
-  ExactAccumulator acc;
+  double total = 0, magnitude = 0, squares = 0;
+  int unit = INT32_MAX;
   i32x8 min_key = i32x8{} + INT32_MAX, max_key = i32x8{} + INT32_MIN;
   uint32_t zeros = 0;
   for (uint64_t b = 0; b < blocks; ++b, src += 144) {
-    const uint16_t d_bits = decode_internal::load_u16(src), dmin_bits = decode_internal::load_u16(src + 2);
-    int64_t d_int, dmin_int;
-    int d_exp, dmin_exp;
-    if (!half_as_scaled_integer(d_bits, d_int, d_exp) || !half_as_scaled_integer(dmin_bits, dmin_int, dmin_exp)) {
-      return false;
-    }
-    const int c = std::min(d_exp, dmin_exp);
-    const int64_t d_unit = d_int * (int64_t{1} << (d_exp - c));           // A_j = d_unit * scale_j
-    const int64_t dmin_unit = dmin_int * (int64_t{1} << (dmin_exp - c));  // B_j = dmin_unit * minimum_j
+    uint32_t header;  // d in the low half, dmin in the high half
+    std::memcpy(&header, src, sizeof header);
+    if ((header & 0x7c00u) == 0x7c00u || (header & 0x7c000000u) == 0x7c000000u) return false;  // Inf or NaN
+    // A half is an integer times 2^(max(field, 1) - 25); c is the smaller exponent of the two.
+    const uint32_t d_field = std::max((header >> 10) & 0x1fu, 1u), dmin_field = std::max((header >> 26) & 0x1fu, 1u);
+    const int c = static_cast<int>(std::min(d_field, dmin_field)) - 25;
+    typedef uint32_t u32x4 __attribute__((vector_size(16)));
+    const f32x8 halves = Cvt::half8(bits<u16x8>(u32x4{header, 0, 0, 0}));
+    const float to_units = std::bit_cast<float>(static_cast<uint32_t>(127 - c) << 23);  // 2^-c, c in [-24, 5]
     u32x8 scale, minimum;
-    q4_k_scales(src + 4, scale, minimum);
-    // |B_j| <= 2^24 and |15 A_j - B_j| <= 2^24 for every j (checked a little more strictly, as
-    // 15 |A_j| + |B_j| <= 2^24, in float64: exact below 2^53). That also bounds every product
-    // below: |d_unit| <= 2^24 / 15 when a scale is non-zero (otherwise every A_j is 0), and
-    // |dmin_unit| <= 2^24 when a minimum is.
-    const int64_t d_abs = d_int < 0 ? -d_unit : d_unit, dmin_abs = dmin_int < 0 ? -dmin_unit : dmin_unit;
-    const f64x8 bound = __builtin_convertvector(scale, f64x8) * static_cast<double>(15 * d_abs) +
-                        __builtin_convertvector(minimum, f64x8) * static_cast<double>(dmin_abs);
-    if (any_lane(bound > static_cast<double>(kExactLimit))) return false;
+    q4_k_scales<Cvt>(src + 4, scale, minimum);
+    // The decoder's own float32 products (exact: 11 times 6 bits), then A_j and B_j: the same
+    // products in units of 2^c, integers, scaled exactly by a power of two.
+    const f32x8 d1 = splat<f32x8>(halves[0]) * __builtin_convertvector(bits<i32x8>(scale), f32x8);
+    const f32x8 m1 = splat<f32x8>(halves[1]) * __builtin_convertvector(bits<i32x8>(minimum), f32x8);
+    const f32x8 a = d1 * to_units, bm = m1 * to_units;
+    // |B_j| <= 2^24 and |15 A_j - B_j| <= 2^24, checked a little more strictly as
+    // 15 |A_j| + |B_j| <= 2^24 (in float64: at most 51-bit integers, exact).
+    const f64x8 a64 = Cvt::widen(a), b64 = Cvt::widen(bm);
+    const f64x8 reach = 15.0 * magnitude_of(a64) + magnitude_of(b64);  // >= |v| of the sub-block
+    if (any_lane<Cvt>(reach > 0x1p24)) return false;
     const std::byte* qs = src + 16;
     const NibbleStats q = nibble_stats<Cvt>(qs);
-    // Σ_j A_j Σq_j, Σ_j B_j, Σ_j A_j² Σq²_j, ... as d_unit, dmin_unit times small integer dot
-    // products (each fits 32 bits: scale, minimum <= 63, Σq <= 480, Σq² <= 7200), all eight
-    // horizontal sums in one fold.
-    const u32x8 parts[8] = {scale * q.sum, minimum, scale, scale * scale * q.squares, scale * minimum * q.sum,
-                            minimum * minimum, u32x8{}, u32x8{}};
-    const u32x8 totals = fold8(parts, lane_add);  // entity k in lane kFoldLane[k]
-    const auto total = [&totals](int k) { return static_cast<int64_t>(totals[kFoldLane[k]]); };
-    const int64_t scale_dot_sum = total(0), minimum_total = total(1), scale_total = total(2);
-    const int64_t squares_dot = total(3), cross_dot = total(4), minimum_squares = total(5);
-    const int64_t d_used = scale_total > 0 ? d_unit : 0, dmin_used = minimum_total > 0 ? dmin_unit : 0;
-    const int64_t block_sum = d_used * scale_dot_sum - 32 * dmin_used * minimum_total;
-    const int64_t block_magnitude =
-        32 * (15 * (scale_total > 0 ? d_abs : 0) * scale_total + (minimum_total > 0 ? dmin_abs : 0) * minimum_total);
-    const int64_t block_squares =
-        d_used * d_used * squares_dot - 2 * d_used * dmin_used * cross_dot + 32 * dmin_used * dmin_used * minimum_squares;
-    if (!acc.add(c, block_sum, block_magnitude, block_squares)) return false;
+    // Σv_j = A_j Σq_j - 32 B_j: integers below 2^34 (from products of at most 26 bits), and their
+    // sum below 2^37: exact in float64, in any order.
+    const f64x8 sub_sums = a64 * Cvt::widen(bits<i32x8>(q.sum)) - 32.0 * b64;
+    // Σv²_j = A_j (A_j Σq²_j - 2 B_j Σq_j) + 32 B_j²: every term below 2^62, the result at most 2^53.
+    const i64x8 ai = Cvt::widen_i64(__builtin_convertvector(a, i32x8));
+    const i64x8 bi = Cvt::widen_i64(__builtin_convertvector(bm, i32x8));
+    const i64x8 s1 = Cvt::widen_i64(bits<i32x8>(q.sum)), s2 = Cvt::widen_i64(bits<i32x8>(q.squares));
+    const int64_t block_squares = reduce_add(ai * (ai * s2 - 2 * bi * s1) + 32 * bi * bi);
+    if (block_squares > (int64_t{1} << 53)) return false;  // beyond exact conversion
+    total += halving_lanes(sub_sums) * power_of_two(c);
+    magnitude += 32.0 * halving_lanes(reach) * power_of_two(c);
+    squares += static_cast<double>(block_squares) * power_of_two(2 * c);
+    unit = std::min(unit, c);
     // Extremes by the decoder's own float operations (exact here), so they carry its zero signs.
-    const f32x8 d1 = splat<f32x8>(decode_internal::half_bits_to_float(d_bits)) * __builtin_convertvector(scale, f32x8);
-    const f32x8 m1 = splat<f32x8>(decode_internal::half_bits_to_float(dmin_bits)) * __builtin_convertvector(minimum, f32x8);
-    const f32x8 low = __builtin_convertvector(q.low, f32x8), high = __builtin_convertvector(q.high, f32x8);
+    const f32x8 low = __builtin_convertvector(bits<i32x8>(q.low), f32x8);
+    const f32x8 high = __builtin_convertvector(bits<i32x8>(q.high), f32x8);
     const f32x8 at_low = d1 * low - m1, at_high = d1 * high - m1;
     const i32x8 falling = bits<i32x8>(d1) < 0;
     min_key = min(min_key, order_key(falling != 0 ? at_high : at_low));
@@ -212,16 +174,20 @@ TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, Lan
     q0 = q0 < low ? low : (q0 > high ? high : q0);
     const i32x8 hit = (flat == 0) & (d1 * q0 - m1 == 0.0f);
     const i32x8 all_zero = flat & (m1 == 0.0f);
-    if (any_lane(hit | all_zero)) {
+    if (any_lane<Cvt>(hit | all_zero)) {
       for (int i = 0; i < 8; ++i) {
         if (all_zero[i] != 0) zeros += 32;
         if (hit[i] != 0) zeros += count_quant(qs, kFoldOrder[i], static_cast<uint32_t>(q0[i]));
       }
     }
   }
-  if (acc.sum == 0 || acc.squares == 0) return false;
-  sum = static_cast<double>(acc.sum) * power_of_two(acc.unit);
-  sum_sq = static_cast<double>(acc.squares) * power_of_two(2 * acc.unit);
+  // The scaled terms are multiples of 2^unit (2^2unit), the squares' and magnitudes' non-negative:
+  // the first addition to round would have left its total at 2^53 units or more. Below that, no
+  // addition rounded, and every partial sum of the values, bounded by the magnitudes, was exact.
+  if (!(magnitude < power_of_two(53 + unit)) || !(squares < power_of_two(53 + 2 * unit))) return false;
+  if (total == 0 || squares == 0) return false;  // the tree decides the sign of a zero
+  sum = total;
+  sum_sq = squares;
   stats.min_key = min(stats.min_key, min_key);
   stats.max_key = max(stats.max_key, max_key);
   stats.minus_zeros -= i32x8{static_cast<int32_t>(zeros)};  // a vector op: no narrow store into the vector

@@ -112,15 +112,9 @@ TM_CPU_INLINE void q8_0_group(const std::byte* group, uint32_t n, Q8_0Partial& p
   p.max_key = max(p.max_key, in_segment != 0 ? at_max : i32x8{} + INT32_MIN);
   // Σq·d and Σq²·d² are exact in float64 (at most 24 and 41 bits), and so is every sum of them
   // while the bounds of q8_0_exact_segment hold.
-  p.sum += __builtin_convertvector(s.sum, f64x8) * wide;
-  p.squares += __builtin_convertvector(s.squares, f64x8) * (wide * wide);
-  const i16x16 z16 =
-      __builtin_convertvector(__builtin_shufflevector(zero_lanes, zero_lanes, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                              i16x16) +
-      __builtin_convertvector(
-          __builtin_shufflevector(zero_lanes, zero_lanes, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31), i16x16);
-  p.minus_zeros += __builtin_convertvector(__builtin_shufflevector(z16, z16, 0, 1, 2, 3, 4, 5, 6, 7), i32x8) +
-                   __builtin_convertvector(__builtin_shufflevector(z16, z16, 8, 9, 10, 11, 12, 13, 14, 15), i32x8);
+  p.sum += Cvt::widen(s.sum) * wide;
+  p.squares += Cvt::widen(s.squares) * (wide * wide);
+  p.minus_zeros += Cvt::quad_sums(zero_lanes);
 }
 
 /// The row sum and sum of squares of a Q8_0 segment of `blocks` whole blocks by the shortcut above,
