@@ -252,11 +252,26 @@ void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
   in_cache_results()[std::string(dtype_name(dtype))] = elements / seconds / 1e9;
 }
 
+/// One core over the ~1 GiB matrix in DRAM (T = 256): against BM_TileStatsOneCoreInCache, what
+/// waiting for memory costs a single core.
+void BM_TileStatsOneCoreFromMemory(benchmark::State& state, DType dtype) {
+  const Matrix& m = cached_matrix(dtype);
+  const double seconds = run_tile_stats(state, m, 256, 1);
+  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
+  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(m.size) * static_cast<double>(state.iterations()) / seconds / 1e9);
+}
+
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F32, DType::kF32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, BF16, DType::kBF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F16, DType::kF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q8_0, DType::kQ8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q4_K, DType::kQ4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F32, DType::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, BF16, DType::kBF16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F16, DType::kF16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, Q8_0, DType::kQ8_0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, Q4_K, DType::kQ4_K)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MemoryReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK_CAPTURE(BM_TileStats, F32, DType::kF32)->Arg(8)->Arg(64)->Arg(256)->Arg(4096)
     ->Unit(benchmark::kMillisecond)->UseRealTime();

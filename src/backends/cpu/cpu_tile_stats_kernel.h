@@ -558,11 +558,15 @@ TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& sc
       const uint32_t w = tile_width(item, t);
       const uint64_t slot = uint64_t{t} * item.tile + (r - item.band_row_begin);
       const std::byte* src = row + col / kBlockElems * kBlockBytes;
+      // The shortcut merges three vectors into the tile's statistics in place; only the tree,
+      // which updates them at every leaf, works on a copy in registers.
+      if (w % kBlockElems == 0 &&
+          exact(src, w / kBlockElems, lane_stats<LaneStats>(lanes, t), item.row_sums[slot], item.row_squares[slot])) {
+        continue;
+      }
       with_lane_stats<LaneStats>(lanes, t, [&](LaneStats& stats) __attribute__((always_inline)) {
-        if (w % kBlockElems != 0 || !exact(src, w / kBlockElems, stats, item.row_sums[slot], item.row_squares[slot])) {
-          decode(src, (w + kBlockElems - 1) / kBlockElems, values);
-          row_segment<F32>(values, w, item.tile, stats, tree, item.row_sums[slot], item.row_squares[slot]);
-        }
+        decode(src, (w + kBlockElems - 1) / kBlockElems, values);
+        row_segment<F32>(values, w, item.tile, stats, tree, item.row_sums[slot], item.row_squares[slot]);
       });
     }
   }
