@@ -7,6 +7,7 @@
 #include <regex>
 #include <string>
 
+#include "compute/cost_model.h"
 #include "compute/scheduler.h"
 
 namespace tensormorph::compute {
@@ -339,6 +340,23 @@ TEST_F(SchedulerTest, UnknownOperationIsAnError) {
   OpRequest r = request();
   r.op = "tm.nope@1";
   EXPECT_EQ(s.run(r).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CostModelTest, SmallOperationsDoNotTeachTheCalibration) {
+  // Indexing starts with a checkpoint's small tensors (norm weights): the first one took 1.4 ms
+  // for an estimated 1 µs (the thread pool starting), which used to set the factor to its cap of
+  // 16, and the large tensors after it were estimated 16 times too slow (8x in the placement
+  // records), enough to send them to a slower backend.
+  CostModel model;
+  model.observe("cpu", "tm.tile_stats@1", 1'000, 1'360'000);
+  model.observe("cpu", "tm.tile_stats@1", 20'000, 400'000);
+  EXPECT_EQ(model.calibration("cpu", "tm.tile_stats@1"), 1.0);
+  model.observe("cpu", "tm.tile_stats@1", 4'200'000, 8'300'000);
+  EXPECT_NEAR(model.calibration("cpu", "tm.tile_stats@1"), 8.3 / 4.2, 1e-9);
+  model.observe("cpu", "tm.tile_stats@1", 4'200'000, 4'200'000);
+  EXPECT_NEAR(model.calibration("cpu", "tm.tile_stats@1"), 0.7 * 8.3 / 4.2 + 0.3, 1e-9);
+  EXPECT_EQ(model.calibration("cpu", "tm.decode@1"), 1.0);  // per operation
+  EXPECT_EQ(model.calibration("accelerator", "tm.tile_stats@1"), 1.0);  // per backend
 }
 
 TEST(ConstraintsTest, ParseAndMerge) {

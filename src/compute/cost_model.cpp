@@ -23,7 +23,7 @@ double CostModel::calibration(const std::string& backend, const std::string& op)
 }
 
 void CostModel::observe(const std::string& backend, const std::string& op, double estimated_ns, double measured_ns) {
-  if (estimated_ns <= 0 || measured_ns <= 0) return;
+  if (estimated_ns < kMinObservedNs || measured_ns <= 0) return;
   const double ratio = std::clamp(measured_ns / estimated_ns, 1.0 / 16, 16.0);
   std::lock_guard lock(mutex_);
   auto [it, fresh] = factors_.try_emplace({backend, op}, ratio);
