@@ -43,3 +43,15 @@ for mode in only=cpu auto; do
   time run "$build/tensormorph" index /tmp/tm_bench_bf16.safetensors \
     --compute "$mode" --explain --index-path "/tmp/tm_bench_index_${mode%%=*}.tmindex" 2>&1 | tee "$out/index_${mode%%=*}.txt"
 done
+
+# A checkpoint of many tensors, small ones first (two llama layers in BF16: norm vectors, then
+# 4096x4096 and 11008x4096 matrices), where the scheduler's calibration sees small operations
+# before large ones.
+step "tensormorph index of bf16.safetensors (bench/make_bench_checkpoints.py), --compute only=cpu and auto"
+if python3 bench/make_bench_checkpoints.py /tmp/tm-bench bf16.safetensors; then
+  for mode in only=cpu auto; do
+    rm -f /tmp/tm_layers_index_*
+    time run "$build/tensormorph" index /tmp/tm-bench/bf16.safetensors --compute "$mode" --explain \
+      --index-path "/tmp/tm_layers_index_${mode%%=*}.tmindex" 2>&1 | tee "$out/index_layers_${mode%%=*}.txt"
+  done
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the indexing benchmark's checkpoints (issue 4): one file per storage type, about 0.8 GB each.
 
-    python3 bench/make_bench_checkpoints.py [DIR]      (default /tmp/tm-bench)
+    python3 bench/make_bench_checkpoints.py [DIR [NAME...]]   (default /tmp/tm-bench, every file)
 
 Shapes are those of a 7B llama layer (q/k/v/o 4096x4096, gate/up 11008x4096, down 4096x11008, two
 4096 norm vectors); each checkpoint repeats that layer until it holds about 0.8 GB:
@@ -157,9 +157,14 @@ def write_checkpoint(path, dtype, layers, seed):
 
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "/tmp/tm-bench"
+    wanted = set(sys.argv[2:])
+    unknown = wanted - {name for name, _, _ in CHECKPOINTS}
+    if unknown:
+        sys.exit(f"unknown checkpoint {sorted(unknown)}: the names are {[name for name, _, _ in CHECKPOINTS]}")
     os.makedirs(directory, exist_ok=True)
     for seed, (name, dtype, layers) in enumerate(CHECKPOINTS):
-        write_checkpoint(os.path.join(directory, name), dtype, layers, seed)
+        if not wanted or name in wanted:
+            write_checkpoint(os.path.join(directory, name), dtype, layers, seed)
 
 
 if __name__ == "__main__":
