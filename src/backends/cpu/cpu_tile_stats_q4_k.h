@@ -123,14 +123,12 @@ TM_CPU_INLINE bool q4_k_exact_segment(const std::byte* src, uint64_t blocks, Lan
   i32x8 min_key = i32x8{} + INT32_MAX, max_key = i32x8{} + INT32_MIN;
   uint32_t zeros = 0;
   for (uint64_t b = 0; b < blocks; ++b, src += 144) {
-    uint32_t header;  // d in the low half, dmin in the high half
-    std::memcpy(&header, src, sizeof header);
-    if ((header & 0x7c00u) == 0x7c00u || (header & 0x7c000000u) == 0x7c000000u) return false;  // Inf or NaN
+    const uint16_t d_bits = decode_internal::load_u16(src), dmin_bits = decode_internal::load_u16(src + 2);
+    if ((d_bits & 0x7c00u) == 0x7c00u || (dmin_bits & 0x7c00u) == 0x7c00u) return false;  // Inf or NaN
     // A half is an integer times 2^(max(field, 1) - 25); c is the smaller exponent of the two.
-    const uint32_t d_field = std::max((header >> 10) & 0x1fu, 1u), dmin_field = std::max((header >> 26) & 0x1fu, 1u);
+    const uint32_t d_field = std::max((d_bits >> 10) & 0x1fu, 1u), dmin_field = std::max((dmin_bits >> 10) & 0x1fu, 1u);
     const int c = static_cast<int>(std::min(d_field, dmin_field)) - 25;
-    typedef uint32_t u32x4 __attribute__((vector_size(16)));
-    const f32x8 halves = Cvt::half8(bits<u16x8>(u32x4{header, 0, 0, 0}));
+    const f32x8 halves = Cvt::half8(u16x8{d_bits, dmin_bits});
     const float to_units = std::bit_cast<float>(static_cast<uint32_t>(127 - c) << 23);  // 2^-c, c in [-24, 5]
     u32x8 scale, minimum;
     q4_k_scales<Cvt>(src + 4, scale, minimum);
