@@ -134,6 +134,13 @@ TM_CPU_INLINE uint64_t reduce_add(const u32x8& v) {
   for (int i = 0; i < 8; ++i) s += v[i];
   return s;
 }
+TM_CPU_INLINE int64_t reduce_add(const i64x8& v) {
+  const i64x4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+/// 2^e as a double (e in the normal range), for the exact-sum shortcuts' bounds and units.
+TM_CPU_INLINE double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(1023 + e) << 52); }
 
 /// Halves the width of 8 entities three times over (entity k starts in e[k], 32 bytes of V's
 /// elements) with the associative `op`: pairs of 128-bit halves, then of 64-bit and 32-bit

@@ -88,17 +88,8 @@ TM_CPU_INLINE bool any_lane(const Mask& mask) {
   }
 }
 
-/// 2^e as a double, for the exponents of these sums (normal range).
-TM_CPU_INLINE double power_of_two(int e) { return std::bit_cast<double>(static_cast<uint64_t>(1023 + e) << 52); }
-
 /// Lane-wise magnitude.
 TM_CPU_INLINE f64x8 magnitude_of(const f64x8& x) { return bits<f64x8>(bits<i64x8>(x) & INT64_MAX); }
-
-/// Sum of the lanes.
-TM_CPU_INLINE int64_t reduce_add(const i64x8& v) {
-  const i64x4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
-  return (a[0] + a[2]) + (a[1] + a[3]);
-}
 
 /// Quants of sub-block j equal to q0.
 TM_CPU_INLINE uint32_t count_quant(const std::byte* qs, uint32_t j, uint32_t q0) {

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <climits>
 #include <cstdint>
 
@@ -131,8 +130,7 @@ TM_CPU_INLINE bool q8_0_exact_segment(const std::byte* src, uint64_t blocks, Lan
   // Magnitude bounds: |q| <= 128 over 32 quants, q^2 <= 2^14; both sums are over the blocks.
   const double magnitude_bound = halving_lanes(p.scale_sum) * 0x1p12;
   const double square_bound = halving_lanes(p.scale_squares) * 0x1p19;
-  if (magnitude_bound >= std::bit_cast<double>(uint64_t(1023 + 52 + t_min) << 52) ||
-      square_bound >= std::bit_cast<double>(uint64_t(1023 + 52 + 2 * t_min) << 52)) {
+  if (magnitude_bound >= power_of_two(52 + t_min) || square_bound >= power_of_two(52 + 2 * t_min)) {
     return false;
   }
   const double exact_sum = halving_lanes(p.sum);
