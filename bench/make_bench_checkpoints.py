@@ -12,6 +12,12 @@ Shapes are those of a 7B llama layer (q/k/v/o 4096x4096, gate/up 11008x4096, dow
     q8_0.gguf         4 layers (Q8_0 matrices, F32 norms)
     q4_k.gguf         7 layers (Q4_K matrices, F32 norms)
 
+and one of a convolutional network's shapes, which Tensormorph sees as narrow matrices (the last
+dimension is the matrix's width: [512*512*3, 3], [512*512, 1]) and 1-D vectors (one row):
+
+    convnet.safetensors  24 blocks of a 3x3 and a 1x1 convolution (512 -> 512) and a bias (F32),
+                         about 0.25 GB
+
 Values are N(0, 0.02) floats; quantized blocks are random but valid (small finite fp16 scales).
 A file whose size and header already match is kept, so re-running costs nothing.
 Needs python3 and numpy only (Debian's python3-numpy).
@@ -37,19 +43,24 @@ LAYER = [
     ("ffn_down", (4096, 11008)),
 ]
 NORMS = [("attn_norm", (4096,)), ("ffn_norm", (4096,))]
+CONV_BLOCK = [("conv3x3.weight", (512, 512, 3, 3)), ("conv1x1.weight", (512, 512, 1, 1)), ("conv1x1.bias", (512,))]
 CHECKPOINTS = [
     ("f32.safetensors", "F32", 1),
     ("bf16.safetensors", "BF16", 2),
     ("f16.safetensors", "F16", 2),
     ("q8_0.gguf", "Q8_0", 4),
     ("q4_k.gguf", "Q4_K", 7),
+    ("convnet.safetensors", "F32", 24),
 ]
 
 
-def tensor_list(dtype, layers):
+def tensor_list(path, dtype, layers):
     """(name, storage dtype, row-major shape) of every tensor of a checkpoint."""
     out = []
     for layer in range(layers):
+        if path.endswith("convnet.safetensors"):
+            out += [(f"block.{layer}.{name}", dtype, shape) for name, shape in CONV_BLOCK]
+            continue
         for name, shape in NORMS:
             out.append((f"blk.{layer}.{name}.weight", "F32" if dtype in ("Q8_0", "Q4_K") else dtype, shape))
         for name, shape in LAYER:
@@ -134,7 +145,7 @@ def gguf_header(tensors):
 
 
 def write_checkpoint(path, dtype, layers, seed):
-    tensors = tensor_list(dtype, layers)
+    tensors = tensor_list(path, dtype, layers)
     is_gguf = path.endswith(".gguf")
     header, data_bytes = gguf_header(tensors) if is_gguf else safetensors_header(tensors)
     if os.path.exists(path) and os.path.getsize(path) == len(header) + data_bytes:

@@ -726,6 +726,62 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   }
 }
 
+TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
+  // Views narrower than a vector in tiles walked row by row (a 3x3 convolution's [n, 3] view, an
+  // [n, 1] column) take narrow_rows, one-row views the row-chunk-free plan: every elementwise
+  // dtype, ragged bands, column slices, both work splits, one and two threads, every ISA.
+  for (DType dtype : decodable_dtypes()) {
+    if (dtype_info(dtype).block_elems != 1) continue;
+    for (uint64_t cols : {1u, 2u, 3u, 5u, 8u, 9u}) {
+      const uint64_t rows = 600;
+      for (bool finite : {true, false}) {
+        const auto bytes = random_storage(dtype, rows * cols, finite, 31 + cols);
+        const MatrixView m{dtype, bytes, rows, cols};
+        for (const ViewRange range : {whole(rows, cols), ViewRange{5, rows - 3, cols > 2 ? 1u : 0u, cols > 2 ? cols - 1 : cols}}) {
+          for (uint32_t tile : {128u, 256u}) {
+            const auto expected = reference_stats(m, range, tile);
+            for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+              if (!cpu::isa_supported(isa)) continue;
+              for (uint64_t item_bytes : {uint64_t{0}, uint64_t{256}}) {
+                for (uint32_t threads : {1u, 2u}) {
+                  SCOPED_TRACE(std::string(dtype_name(dtype)) + (finite ? " finite" : " raw") + " cols " +
+                               std::to_string(cols) + " tile " + std::to_string(tile) + " " +
+                               std::string(cpu::isa_name(isa)) + " item bytes " + std::to_string(item_bytes) +
+                               " threads " + std::to_string(threads));
+                  std::vector<TM_TileStats> out(expected.size());
+                  ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, threads, isa, {item_bytes}).ok());
+                  EXPECT_TRUE(same_stats(expected, out));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // One row (a 1-D tensor) of many tiles, and narrow columns of signed zeros (whose row sums the
+  // tree's "+ 0.0" steps decide).
+  const auto row_bytes = random_storage(DType::kF32, 70000, true, 3);
+  const MatrixView row = f32_matrix(row_bytes, 1, 70000);
+  for (uint64_t item_bytes : {uint64_t{0}, uint64_t{4096}}) {
+    std::vector<TM_TileStats> out(274);
+    ASSERT_TRUE(cpu::tile_stats(row, whole(1, 70000), 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+    EXPECT_TRUE(same_stats(reference_stats(row, whole(1, 70000), 256), out));
+  }
+  CpuApi cpu;
+  for (uint64_t cols : {3u, 8u}) {
+    // The first band all -0.0 (with 8 columns no padding lane turns a row's sum to +0.0: the tree's
+    // "+ 0.0" for the slots past the vector does), the second with some +0.0.
+    std::vector<float> zeros(300 * cols, -0.0f);
+    for (size_t i = 256 * cols; i < zeros.size(); i += 7) zeros[i] = 0.0f;
+    const auto zero_bytes = f32_bytes(zeros);
+    const MatrixView narrow_zeros = f32_matrix(zero_bytes, 300, cols);
+    const auto stats = backend_stats(cpu, narrow_zeros, whole(300, cols), 256);
+    EXPECT_TRUE(same_stats(reference_stats(narrow_zeros, whole(300, cols), 256), stats));
+    EXPECT_FALSE(std::signbit(stats[0].sum));
+  }
+}
+
 TEST(CpuBackend, SixteenBitStorageIsObservedOnItsBits) {
   // In tiles walked row by row (T >= 128), BF16 and F16 extremes and zeros come from a pass over
   // the stored bits, 32 lanes at a time, with a masked tail: extremes of either sign, zeros of

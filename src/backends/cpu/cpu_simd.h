@@ -318,26 +318,30 @@ struct Avx512Convert : Avx2Convert {
 template <typename Convert>
 struct F32Source {
   using Element = float;
+  using Elements8 = f32x8;  ///< 8 stored elements in one vector
   using Cvt = Convert;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) { return load<f32x8>(p); }
+  TM_CPU_INLINE static f32x8 convert8(const Elements8& e) { return e; }
+  TM_CPU_INLINE static f32x8 load8(const Element* p) { return convert8(load<Elements8>(p)); }
 };
 
 /// bfloat16 storage: the top half of a float32.
 template <typename Convert>
 struct BF16Source {
   using Element = uint16_t;
+  using Elements8 = u16x8;
   using Cvt = Convert;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) {
-    return bits<f32x8>(Convert::widen_u16(load<u16x8>(p)) << 16);
-  }
+  TM_CPU_INLINE static f32x8 convert8(const Elements8& e) { return bits<f32x8>(Convert::widen_u16(e) << 16); }
+  TM_CPU_INLINE static f32x8 load8(const Element* p) { return convert8(load<Elements8>(p)); }
 };
 
 /// IEEE half storage.
 template <typename Convert>
 struct F16Source {
   using Element = uint16_t;
+  using Elements8 = u16x8;
   using Cvt = Convert;
-  TM_CPU_INLINE static f32x8 load8(const Element* p) { return Convert::half8(load<u16x8>(p)); }
+  TM_CPU_INLINE static f32x8 convert8(const Elements8& e) { return Convert::half8(e); }
+  TM_CPU_INLINE static f32x8 load8(const Element* p) { return convert8(load<Elements8>(p)); }
 };
 
 }  // namespace tensormorph::cpu::simd

@@ -68,11 +68,18 @@ Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint3
   double target = static_cast<double>(tuning.target_item_bytes);
   if (target <= 0) target = std::clamp(view_bytes / (8.0 * std::max(1u, threads)), 64.0 * 1024, 1024.0 * 1024);
   const auto columns = static_cast<double>(plan.grid.cols);
+  // A band holds fewer rows than the tile when the whole view does (a 1-D tensor is one row), and
+  // a tile row fewer columns when the view is narrower than the tile (a 3x3 convolution's [n, 3]
+  // view): the item sizes count what is there, or a one-row view would be split into hundreds
+  // of row chunks (each tile's slots and partials allocated per chunk) and a narrow one into
+  // items of a few bytes.
+  const uint64_t band_rows = std::min<uint64_t>(tile, range.row_end - range.row_begin);
+  const uint64_t segment_cols = std::min<uint64_t>(tile, range.col_end - range.col_begin);
   uint64_t rows_wanted = tile;
   if (tile > kTileByTileMax) {
     // Row by row: whole rows of the view (or as many tile columns as the target holds), then as
     // many rows as fill the target.
-    const double tile_row_bytes = static_cast<double>(tile) * bytes_per_elem;
+    const double tile_row_bytes = static_cast<double>(segment_cols) * bytes_per_elem;
     plan.tiles_per_item = static_cast<uint32_t>(std::clamp(std::floor(target / tile_row_bytes), 1.0, columns));
     rows_wanted = static_cast<uint64_t>(std::max(1.0, std::floor(target / (plan.tiles_per_item * tile_row_bytes))));
   } else {
@@ -83,8 +90,8 @@ Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint3
       rows_wanted = static_cast<uint64_t>(std::max(1.0, std::floor(target / (static_cast<double>(tile) * bytes_per_elem))));
     }
   }
-  if (rows_wanted < tile) {
-    plan.row_chunks = static_cast<uint32_t>(std::min<uint64_t>(tile, std::bit_ceil((tile + rows_wanted - 1) / rows_wanted)));
+  if (rows_wanted < band_rows) {
+    plan.row_chunks = static_cast<uint32_t>(std::min<uint64_t>(tile, std::bit_ceil((band_rows + rows_wanted - 1) / rows_wanted)));
   }
   plan.chunk_rows = tile / plan.row_chunks;
   plan.column_items = (plan.grid.cols + plan.tiles_per_item - 1) / plan.tiles_per_item;
@@ -175,7 +182,9 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   item.tiles = static_cast<uint32_t>(std::min<uint64_t>(job.plan.tiles_per_item, job.plan.grid.cols - tj));
   item.col_begin = job.range.col_begin + tj * job.tile;
   item.col_end = std::min<uint64_t>(item.col_begin + uint64_t{item.tiles} * job.tile, job.range.col_end);
-  const size_t slots = size_t{item.tiles} * job.tile;
+  // Slots for the band's rows only (a one-row view would otherwise zero tile x tiles slots).
+  item.slot_stride = static_cast<uint32_t>(std::bit_ceil(item.row_end - item.band_row_begin));
+  const size_t slots = size_t{item.tiles} * item.slot_stride;
   if (state.sums.size() < slots) {
     state.sums.resize(slots);
     state.squares.resize(slots);
@@ -187,8 +196,8 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   job.kernel(item, state.scratch);
   for (uint32_t t = 0; t < item.tiles; ++t) {
     job.out[ti * job.plan.grid.cols + tj + t] =
-        finish_tile(job, ti, tj + t, state.partials[t], item.row_sums + size_t{t} * job.tile,
-                    item.row_squares + size_t{t} * job.tile);
+        finish_tile(job, ti, tj + t, state.partials[t], item.row_sums + size_t{t} * item.slot_stride,
+                    item.row_squares + size_t{t} * item.slot_stride);
   }
 }
 
@@ -211,6 +220,7 @@ void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, Sha
   const uint64_t tile_index = ti * job.plan.grid.cols + tj;
   item.row_sums = shared.sums.data() + tile_index * job.tile;
   item.row_squares = shared.squares.data() + tile_index * job.tile;
+  item.slot_stride = job.tile;
   item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
   job.kernel(item, state.scratch);
 }

@@ -36,8 +36,9 @@ struct ItemSpec {
   uint64_t col_end = 0;         ///< clipped to the view
   uint32_t tile = 0;
   uint32_t tiles = 0;
-  double* row_sums = nullptr;     ///< [tiles][tile] row-slot sums, indexed by row - band_row_begin
+  double* row_sums = nullptr;     ///< [tiles][slot_stride] row-slot sums, indexed by row - band_row_begin
   double* row_squares = nullptr;  ///< same layout, sums of squares
+  uint32_t slot_stride = 0;       ///< slots per tile in row_sums: a power of two >= the band's rows
   TilePartial* partials = nullptr;  ///< [tiles]
 };
 

@@ -374,8 +374,8 @@ TM_CPU_INLINE void tile_by_tile(const ItemSpec& item, double* tree, const Rows& 
   for (uint32_t t = t_begin; t < t_end; ++t) {
     const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
     const uint32_t w = tile_width(item, t);
-    double* sums = item.row_sums + uint64_t{t} * item.tile;
-    double* squares = item.row_squares + uint64_t{t} * item.tile;
+    double* sums = item.row_sums + uint64_t{t} * item.slot_stride;
+    double* squares = item.row_squares + uint64_t{t} * item.slot_stride;
     // Leaf by leaf: a pass over the stored words of segments this short costs more than it saves.
     LaneStats stats = LaneStats::fresh();
     for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
@@ -384,6 +384,94 @@ TM_CPU_INLINE void tile_by_tile(const ItemSpec& item, double* tree, const Rows& 
     }
     stats.fold(item.partials[t]);
   }
+}
+
+/// Element k of 8 rows `stride` elements apart (p[0], p[stride], ...) as floats, lane i from row i.
+template <typename Src>
+TM_CPU_INLINE f32x8 column_of_rows(const typename Src::Element* p, uint64_t stride) {
+  const typename Src::Elements8 e = {p[0],          p[stride],     p[2 * stride], p[3 * stride],
+                                     p[4 * stride], p[5 * stride], p[6 * stride], p[7 * stride]};
+  return Src::convert8(e);
+}
+
+/// The sums and squares of 8 narrow rows (w <= 8 elements, `stride` apart) into sums[0..8) and
+/// squares[0..8): each row's 8 slots are halving_lanes' tree, here run across vectors whose lane
+/// i is row i (slot k of the 8 rows is one vector), so no lane shuffles are needed.
+template <typename Src>
+TM_CPU_INLINE void eight_narrow_rows(const typename Src::Element* p, uint64_t stride, uint32_t w, bool pad,
+                                     LaneStats& stats, double* sums, double* squares) {
+  f64x8 x[kLanes], xx[kLanes];
+#pragma GCC unroll 8
+  for (uint32_t k = 0; k < kLanes; ++k) {
+    if (k < w) {
+      const f32x8 v = column_of_rows<Src>(p + k, stride);
+      stats.leaf(v);
+      x[k] = Src::Cvt::widen(v);
+      xx[k] = x[k] * x[k];
+    } else {
+      x[k] = f64x8{};
+      xx[k] = f64x8{};
+    }
+  }
+  // halving_lanes: slots i + i+4, then i + i+2, then 0 + 1 (every "+ 0.0" of the padding kept).
+  f64x8 sum = ((x[0] + x[4]) + (x[2] + x[6])) + ((x[1] + x[5]) + (x[3] + x[7]));
+  f64x8 sum_sq = ((xx[0] + xx[4]) + (xx[2] + xx[6])) + ((xx[1] + xx[5]) + (xx[3] + xx[7]));
+  if (pad) {
+    sum += 0.0;
+    sum_sq += 0.0;
+  }
+  store(sums, sum);
+  store(squares, sum_sq);
+}
+
+/// Narrow tiles: one tile column at most kLanes wide and narrower than the tile (the [n, 3] view
+/// of a 3x3 convolution, an [n, 1] column). Each row is one vector of the tree's 8 slots, so
+/// row_segment would take its one-vector case: these are the same operations (the lanes past w
+/// zero, a widen, a square, the lane halvings and the "+ 0.0" of the slots past the vector),
+/// eight rows at a time with a row per lane, statistics held in registers across the item's
+/// rows. The last rows go one at a time (a load of 8 elements with the lanes past w cleared), and
+/// a row whose load would pass the item's last element through row_segment.
+template <typename Src, typename Rows>
+TM_CPU_INLINE void narrow_rows(const ItemSpec& item, double* tree, const Rows& rows, uint32_t w) {
+  const i32x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  const i32x8 valid = lane < static_cast<int32_t>(w);
+  const typename Src::Element* last_end = rows.segment(item.row_end - 1, item.col_begin) + w;
+  LaneStats stats = LaneStats::fresh();
+  uint64_t r = item.row_begin;
+  if (item.row_end - item.row_begin >= kLanes) {
+    const typename Src::Element* first = rows.segment(r, item.col_begin);
+    const auto stride = static_cast<uint64_t>(rows.segment(r + 1, item.col_begin) - first);
+    for (; r + kLanes <= item.row_end; r += kLanes) {
+      eight_narrow_rows<Src>(rows.segment(r, item.col_begin), stride, w, kLanes < item.tile, stats,
+                             item.row_sums + (r - item.band_row_begin), item.row_squares + (r - item.band_row_begin));
+    }
+  }
+  for (; r < item.row_end; ++r) {
+    const typename Src::Element* src = rows.segment(r, item.col_begin);
+    if (src + kLanes > last_end) break;
+    const f32x8 v = bits<f32x8>(bits<i32x8>(Src::load8(src)) & valid);
+    stats.leaf_masked(v, valid);
+    const f64x8 s = Src::Cvt::widen(v);
+    const f64x8 q = s * s;
+    double sum = halving_lanes(s), sum_sq = halving_lanes(q);
+    if (kLanes < item.tile) {
+      sum += 0.0;
+      sum_sq += 0.0;
+    }
+    item.row_sums[r - item.band_row_begin] = sum;
+    item.row_squares[r - item.band_row_begin] = sum_sq;
+  }
+  for (; r < item.row_end; ++r) {
+    const uint64_t slot = r - item.band_row_begin;
+    row_segment<Src>(rows.segment(r, item.col_begin), w, item.tile, stats, tree, item.row_sums[slot],
+                     item.row_squares[slot]);
+  }
+  stats.fold(item.partials[0]);
+}
+
+/// Whether `item` is narrow_rows' case.
+TM_CPU_INLINE bool narrow_item(const ItemSpec& item) {
+  return item.tile > kTileByTileMax && item.tiles == 1 && tile_width(item, 0) <= kLanes;
 }
 
 /// Tile t's statistics among those fresh_lanes<Stats> made.
@@ -427,7 +515,7 @@ template <typename Src, typename Rows>
 TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows, uint64_t r, std::byte* lanes) {
   for (uint32_t t = 0; t < item.tiles; ++t) {
     const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
-    const uint64_t slot = uint64_t{t} * item.tile + (r - item.band_row_begin);
+    const uint64_t slot = uint64_t{t} * item.slot_stride + (r - item.band_row_begin);
     with_lane_stats<typename StatsOf<Src>::type>(lanes, t, [&](auto& stats) __attribute__((always_inline)) {
       row_segment<Src>(rows.segment(r, col), tile_width(item, t), item.tile, stats, tree, item.row_sums[slot],
                        item.row_squares[slot]);
@@ -442,6 +530,10 @@ TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) 
   const DirectRows<Src> rows{item};
   if (item.tile <= kTileByTileMax) {
     tile_by_tile<Src>(item, tree, rows, 0, item.tiles);
+    return;
+  }
+  if (narrow_item(item)) {
+    narrow_rows<Src>(item, tree, rows, tile_width(item, 0));
     return;
   }
   std::byte* lanes = fresh_lanes<typename StatsOf<Src>::type>(item, scratch);
@@ -471,6 +563,12 @@ TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch,
         decode(block_data + r * item.row_bytes, blocks, values + (r - item.row_begin) * span);
       }
       tile_by_tile<F32>(item, tree, DecodedRows{values, item.row_begin, first_block * be, span}, t_begin, t_end);
+    } else if (narrow_item(item) && first_block == 0 && blocks * item.block_bytes == item.row_bytes) {
+      // Narrow rows that are whole rows of the matrix lie back to back: one decode for the item.
+      const uint64_t rows = item.row_end - item.row_begin;
+      float* values = scratch.decoded(rows * span);
+      decode(block_data + item.row_begin * item.row_bytes, rows * blocks, values);
+      narrow_rows<F32>(item, tree, DecodedRows{values, item.row_begin, 0, span}, tile_width(item, 0));
     } else {
       float* values = scratch.decoded(span);
       std::byte* lanes = fresh_lanes<typename StatsOf<F32>::type>(item, scratch);
@@ -556,7 +654,7 @@ TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& sc
     for (uint32_t t = 0; t < item.tiles; ++t) {
       const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
       const uint32_t w = tile_width(item, t);
-      const uint64_t slot = uint64_t{t} * item.tile + (r - item.band_row_begin);
+      const uint64_t slot = uint64_t{t} * item.slot_stride + (r - item.band_row_begin);
       const std::byte* src = row + col / kBlockElems * kBlockBytes;
       // The shortcut merges three vectors into the tile's statistics in place; only the tree,
       // which updates them at every leaf, works on a copy in registers.
