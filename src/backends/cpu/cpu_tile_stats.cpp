@@ -111,10 +111,10 @@ ItemKernel pick_kernel(const TileStatsKernels& kernels, DType dtype) {
 
 /// halving_sum over `tile` slots of which only the first `valid` may be non-zero: the tree over
 /// the first bit_ceil(valid) slots, plus +0.0 when zero slots were left out (see row_segment).
-double halving_prefix(double* slots, uint64_t valid, uint32_t tile) {
+double halving_prefix(HalvingKernel halving, double* slots, uint64_t valid, uint32_t tile) {
   const uint64_t used = std::bit_ceil(std::max<uint64_t>(valid, 1));
   std::fill(slots + valid, slots + used, 0.0);
-  const double sum = ops::halving_sum(std::span<double>(slots, used));
+  const double sum = halving(slots, used);
   return used < tile ? sum + 0.0 : sum;
 }
 
@@ -126,6 +126,7 @@ struct Job {
   std::span<TM_TileStats> out;
   Plan plan;
   ItemKernel kernel;
+  HalvingKernel halving;
   uint64_t row_bytes;
 };
 
@@ -149,8 +150,8 @@ TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePar
   s.min = simd::float_from_key(partial.min_key);
   s.max = simd::float_from_key(partial.max_key);
   s.absmax = std::max(std::fabs(s.min), std::fabs(s.max));
-  s.sum = halving_prefix(sums, rows, job.tile);
-  s.sum_sq = halving_prefix(squares, rows, job.tile);
+  s.sum = halving_prefix(job.halving, sums, rows, job.tile);
+  s.sum_sq = halving_prefix(job.halving, squares, rows, job.tile);
   return s;
 }
 
@@ -254,7 +255,7 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   arena.initialize();
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
-                pick_kernel(tile_stats_kernels(isa), matrix.dtype), row_bytes};
+                pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes};
   tbb::enumerable_thread_specific<ThreadState> states;
 
   if (job.plan.row_chunks == 1) {

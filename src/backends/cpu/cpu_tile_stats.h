@@ -73,6 +73,8 @@ inline constexpr uint32_t kTileByTileMax = 64;
 
 /// Runs one item.
 using ItemKernel = void (*)(const ItemSpec& item, KernelScratch& scratch);
+/// ops::halving_sum over `count` (a power of two) slots, in place.
+using HalvingKernel = double (*)(double* slots, uint64_t count);
 
 /// The item kernels of one instruction set, by storage kind.
 struct TileStatsKernels {
@@ -82,6 +84,7 @@ struct TileStatsKernels {
   ItemKernel q8_0;
   ItemKernel q4_k;
   ItemKernel generic;  ///< any other decodable dtype, through decode_to_f32
+  HalvingKernel halving;  ///< the tile-level halving over row slots
 };
 
 /// The kernels compiled for `isa` (which must be supported by this CPU).

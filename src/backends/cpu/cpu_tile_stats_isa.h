@@ -8,7 +8,26 @@
 #include "backends/cpu/cpu_tile_stats_q8_0.h"
 #include "tensormorph/decode.h"
 
+// See cpu_simd.h: vectors only travel between always_inline functions.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tensormorph::cpu::tile_kernel {
+
+/// ops::halving_sum over `count` (a power of two) slots in place, the levels wider than a vector
+/// in vectors: each level's additions are independent, so any grouping of them gives its bits.
+TM_CPU_INLINE double halving_slots(double* slots, uint64_t count) {
+  for (; count > simd::kLanes; count /= 2) {
+    const uint64_t half = count / 2;
+    for (uint64_t i = 0; i < half; i += simd::kLanes) {
+      simd::store(slots + i, simd::load<simd::f64x8>(slots + i) + simd::load<simd::f64x8>(slots + i + half));
+    }
+  }
+  for (; count > 1; count /= 2) {
+    for (uint64_t i = 0; i < count / 2; ++i) slots[i] = slots[i] + slots[i + count / 2];
+  }
+  return slots[0];
+}
 
 /// decode_to_f32 for the dtypes without a dedicated kernel.
 inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const std::byte* src, uint64_t blocks, float* out) {
@@ -18,6 +37,8 @@ inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const s
 }
 
 }  // namespace tensormorph::cpu::tile_kernel
+
+#pragma GCC diagnostic pop
 
 /// Defines PREFIX_kernels: the item kernels compiled with function attribute TARGET and converter CVT.
 #define TM_DEFINE_TILE_KERNELS(PREFIX, TARGET, CVT)                                                          \
@@ -40,5 +61,7 @@ inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const s
     tile_kernel::process_decoded<simd::F32Source<CVT>>(item, scratch, [&](const std::byte* src, uint64_t blocks, float* out)                 \
                                        __attribute__((always_inline)) { tile_kernel::generic_decode(item, scratch, src, blocks, out); }); \
   }                                                                                                       \
+  TARGET double PREFIX##_halving(double* slots, uint64_t count) { return tile_kernel::halving_slots(slots, count); } \
   const TileStatsKernels PREFIX##_kernels = {&PREFIX##_f32,  &PREFIX##_bf16, &PREFIX##_f16,              \
-                                             &PREFIX##_q8_0, &PREFIX##_q4_k, &PREFIX##_generic};
+                                             &PREFIX##_q8_0, &PREFIX##_q4_k, &PREFIX##_generic,          \
+                                             &PREFIX##_halving};
