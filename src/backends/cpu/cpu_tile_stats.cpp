@@ -54,7 +54,9 @@ struct Plan {
   uint32_t row_chunks = 1;      ///< items per tile band and column group (1: items own whole tiles)
   uint32_t chunk_rows = 0;      ///< rows per chunk (tile / row_chunks)
   uint64_t column_items = 0;    ///< column groups across a band
-  uint64_t items() const { return grid.rows * column_items * row_chunks; }
+  uint64_t bands_per_item = 1;  ///< tile bands per item (more than one only for narrow views)
+  uint64_t band_items() const { return (grid.rows + bands_per_item - 1) / bands_per_item; }
+  uint64_t items() const { return band_items() * column_items * row_chunks; }
 };
 
 Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile, uint32_t threads,
@@ -95,6 +97,9 @@ Plan make_plan(const ops::MatrixView& matrix, const ops::ViewRange& range, uint3
   }
   plan.chunk_rows = tile / plan.row_chunks;
   plan.column_items = (plan.grid.cols + plan.tiles_per_item - 1) / plan.tiles_per_item;
+  // Items that take a whole band and still want more rows (a narrow view: a band of a [n, 1]
+  // column is 1 KiB) take several bands.
+  if (plan.row_chunks == 1 && plan.column_items == 1) plan.bands_per_item = std::max<uint64_t>(1, rows_wanted / tile);
   return plan;
 }
 
@@ -263,7 +268,11 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
         ThreadState& state = states.local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
-          run_whole_tiles(job, i / job.plan.column_items, (i % job.plan.column_items) * job.plan.tiles_per_item, state);
+          const uint64_t first_band = i / job.plan.column_items * job.plan.bands_per_item;
+          const uint64_t last_band = std::min(first_band + job.plan.bands_per_item, job.plan.grid.rows);
+          for (uint64_t ti = first_band; ti < last_band; ++ti) {
+            run_whole_tiles(job, ti, (i % job.plan.column_items) * job.plan.tiles_per_item, state);
+          }
         }
       });
     });

@@ -389,6 +389,7 @@ TM_CPU_INLINE void tile_by_tile(const ItemSpec& item, double* tree, const Rows& 
 /// Element k of 8 rows `stride` elements apart (p[0], p[stride], ...) as floats, lane i from row i.
 template <typename Src>
 TM_CPU_INLINE f32x8 column_of_rows(const typename Src::Element* p, uint64_t stride) {
+  if (stride == 1) return Src::load8(p);  // a one-column matrix: the rows are one vector
   const typename Src::Elements8 e = {p[0],          p[stride],     p[2 * stride], p[3 * stride],
                                      p[4 * stride], p[5 * stride], p[6 * stride], p[7 * stride]};
   return Src::convert8(e);
