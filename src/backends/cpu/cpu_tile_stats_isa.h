@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_tile_stats_kernel.h"
 #include "backends/cpu/cpu_tile_stats_q4_k.h"
 #include "backends/cpu/cpu_tile_stats_q8_0.h"
+#include "ops/reference.h"
 #include "tensormorph/decode.h"
 
 // See cpu_simd.h: vectors only travel between always_inline functions.
@@ -15,7 +16,8 @@
 namespace tensormorph::cpu::tile_kernel {
 
 /// ops::halving_sum over `count` (a power of two) slots in place, the levels wider than a vector
-/// in vectors: each level's additions are independent, so any grouping of them gives its bits.
+/// in vectors (each level's additions are independent, so any grouping of them gives its bits),
+/// the last ones by ops::halving_sum itself.
 TM_CPU_INLINE double halving_slots(double* slots, uint64_t count) {
   for (; count > simd::kLanes; count /= 2) {
     const uint64_t half = count / 2;
@@ -23,10 +25,7 @@ TM_CPU_INLINE double halving_slots(double* slots, uint64_t count) {
       simd::store(slots + i, simd::load<simd::f64x8>(slots + i) + simd::load<simd::f64x8>(slots + i + half));
     }
   }
-  for (; count > 1; count /= 2) {
-    for (uint64_t i = 0; i < count / 2; ++i) slots[i] = slots[i] + slots[i + count / 2];
-  }
-  return slots[0];
+  return ops::halving_sum(std::span<double>(slots, count));
 }
 
 /// decode_to_f32 for the dtypes without a dedicated kernel.

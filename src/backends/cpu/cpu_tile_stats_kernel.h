@@ -430,13 +430,9 @@ TM_CPU_INLINE void eight_narrow_rows(const typename Src::Element* p, uint64_t st
 /// row_segment would take its one-vector case: these are the same operations (the lanes past w
 /// zero, a widen, a square, the lane halvings and the "+ 0.0" of the slots past the vector),
 /// eight rows at a time with a row per lane, statistics held in registers across the item's
-/// rows. The last rows go one at a time (a load of 8 elements with the lanes past w cleared), and
-/// a row whose load would pass the item's last element through row_segment.
+/// rows. The last (at most 7) rows go through row_segment itself.
 template <typename Src, typename Rows>
 TM_CPU_INLINE void narrow_rows(const ItemSpec& item, double* tree, const Rows& rows, uint32_t w) {
-  const i32x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
-  const i32x8 valid = lane < static_cast<int32_t>(w);
-  const typename Src::Element* last_end = rows.segment(item.row_end - 1, item.col_begin) + w;
   LaneStats stats = LaneStats::fresh();
   uint64_t r = item.row_begin;
   if (item.row_end - item.row_begin >= kLanes) {
@@ -446,21 +442,6 @@ TM_CPU_INLINE void narrow_rows(const ItemSpec& item, double* tree, const Rows& r
       eight_narrow_rows<Src>(rows.segment(r, item.col_begin), stride, w, kLanes < item.tile, stats,
                              item.row_sums + (r - item.band_row_begin), item.row_squares + (r - item.band_row_begin));
     }
-  }
-  for (; r < item.row_end; ++r) {
-    const typename Src::Element* src = rows.segment(r, item.col_begin);
-    if (src + kLanes > last_end) break;
-    const f32x8 v = bits<f32x8>(bits<i32x8>(Src::load8(src)) & valid);
-    stats.leaf_masked(v, valid);
-    const f64x8 s = Src::Cvt::widen(v);
-    const f64x8 q = s * s;
-    double sum = halving_lanes(s), sum_sq = halving_lanes(q);
-    if (kLanes < item.tile) {
-      sum += 0.0;
-      sum_sq += 0.0;
-    }
-    item.row_sums[r - item.band_row_begin] = sum;
-    item.row_squares[r - item.band_row_begin] = sum_sq;
   }
   for (; r < item.row_end; ++r) {
     const uint64_t slot = r - item.band_row_begin;
