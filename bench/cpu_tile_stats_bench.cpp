@@ -252,6 +252,15 @@ void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
   in_cache_results()[std::string(dtype_name(dtype))] = elements / seconds / 1e9;
 }
 
+/// One core over a narrow F32 matrix in cache ([n, W]: the view of a 3x3 convolution is [n, 3], of
+/// a 1x1 one [n, 1]), G elements/s: against BM_TileStatsOneCoreInCache, what narrow rows cost.
+void BM_TileStatsNarrowOneCoreInCache(benchmark::State& state) {
+  const Matrix m = make_matrix(DType::kF32, 512 * 1024, static_cast<uint64_t>(state.range(0)));
+  const double seconds = run_tile_stats(state, m, 256, 1);
+  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
+  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
+}
+
 /// One core over the ~1 GiB matrix in DRAM (T = 256): against BM_TileStatsOneCoreInCache, what
 /// waiting for memory costs a single core.
 void BM_TileStatsOneCoreFromMemory(benchmark::State& state, DType dtype) {
@@ -267,6 +276,7 @@ BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, BF16, DType::kBF16)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F16, DType::kF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q8_0, DType::kQ8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q4_K, DType::kQ4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TileStatsNarrowOneCoreInCache)->Arg(1)->Arg(2)->Arg(3)->Arg(8)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F32, DType::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, BF16, DType::kBF16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F16, DType::kF16)->Unit(benchmark::kMillisecond)->UseRealTime();

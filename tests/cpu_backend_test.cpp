@@ -726,6 +726,34 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   }
 }
 
+TEST(CpuBackend, ScratchKeptBetweenCallsLeavesNoTrace) {
+  // Calls reuse the slot arrays and kernel buffers of earlier calls without clearing them: a call
+  // that leaves large sums everywhere must not leak into a smaller, ragged call after it, in
+  // either work split (items owning whole tiles, or rows shared between items).
+  // The first call's extremes (±1e30) and zeros would show in any statistic they leaked into.
+  std::vector<std::byte> loud(1024 * 1024 * sizeof(float));
+  for (size_t i = 0; i < 1024 * 1024; ++i) {
+    const float v = i % 3 == 0 ? 0.0f : (i % 2 == 0 ? 1e30f : -1e30f);
+    std::memcpy(loud.data() + i * sizeof v, &v, sizeof v);
+  }
+  const MatrixView big = f32_matrix(loud, 1024, 1024);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+    const uint64_t rows = 300, cols = 768;
+    const auto bytes = random_storage(dtype, rows * cols, true, 22);
+    const MatrixView m{dtype, bytes, rows, cols};
+    const ViewRange range{5, rows, 32, cols};
+    const auto expected = reference_stats(m, range, 256);
+    for (uint64_t item_bytes : {uint64_t{0}, uint64_t{1} << 10}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " item bytes " + std::to_string(item_bytes));
+      std::vector<TM_TileStats> dirty(16);
+      ASSERT_TRUE(cpu::tile_stats(big, whole(1024, 1024), 256, dirty, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+      std::vector<TM_TileStats> out(expected.size());
+      ASSERT_TRUE(cpu::tile_stats(m, range, 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+      EXPECT_TRUE(same_stats(expected, out));
+    }
+  }
+}
+
 TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
   // Views narrower than a vector in tiles walked row by row (a 3x3 convolution's [n, 3] view, an
   // [n, 1] column) take narrow_rows, one-row views the row-chunk-free plan: every elementwise

@@ -285,6 +285,51 @@ TEST(SafetensorsWriter, RejectsInconsistentTensors) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 0);
 }
 
+TEST(SafetensorsWriter, WritesProducedTensorsInFileOrder) {
+  TempDir dir;
+  // Both tensors are produced into one buffer, as the index writer packs its levels.
+  std::vector<std::byte> buffer;
+  std::vector<std::string> calls;
+  auto producer = [&](std::string name, size_t size, unsigned seed) {
+    return [&, name, size, seed] {
+      calls.push_back(name);
+      buffer = pattern_bytes(size, seed);
+      return std::span<const std::byte>(buffer);
+    };
+  };
+  const auto given = pattern_bytes(4, 7);
+  const TensorToWrite tensors[] = {{"a", DType::kF32, {3}, {}, producer("a", 12, 1)},
+                                   {"b", DType::kF32, {1}, given},
+                                   {"c", DType::kU8, {5}, {}, producer("c", 5, 2)}};
+  const auto path = dir / "produced.safetensors";
+  ASSERT_TRUE(write_file(path, tensors, {}).ok());
+  EXPECT_EQ(calls, (std::vector<std::string>{"a", "c"}));
+  auto checkpoint = open_file(path);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().to_string();
+  const auto& t = (*checkpoint)->tensors();
+  ASSERT_EQ(t.size(), 3u);
+  const std::vector<std::byte> expected[] = {pattern_bytes(12, 1), given, pattern_bytes(5, 2)};
+  for (size_t i = 0; i < 3; ++i) {
+    auto bytes = (*checkpoint)->tensor_bytes(t[i]);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_TRUE(std::equal(bytes->begin(), bytes->end(), expected[i].begin(), expected[i].end())) << t[i].name;
+  }
+}
+
+TEST(SafetensorsWriter, RefusesAProducerOfTheWrongSizeAndKeepsTheOldFile) {
+  TempDir dir;
+  const auto path = dir / "x.safetensors";
+  write_bytes(path, "old contents");
+  const auto five = pattern_bytes(5, 3);
+  const TensorToWrite tensors[] = {{"w", DType::kF32, {2}, {}, [&] { return std::span<const std::byte>(five); }}};
+  const Status status = write_file(path, tensors, {});
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find("'w'"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("produced 5 bytes"), std::string::npos) << status.message();
+  EXPECT_EQ(testing::read_bytes(path), "old contents");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+}
+
 TEST(SafetensorsWriter, ReportsIoErrors) {
   TempDir dir;
   const auto path = dir / "missing-dir" / "x.safetensors";

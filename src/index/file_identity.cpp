@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "tensormorph/mapped_file.h"
@@ -19,14 +21,16 @@ Result<FileIdentity> identify_file(const std::filesystem::path& file, const std:
   if (::stat(file.c_str(), &st) != 0) return Status::IoError(file.string() + ": cannot stat");
   id.size = static_cast<uint64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  const uint64_t head = std::min(id.size, kHeadBytes);
-  const uint64_t tail_start = id.size > kTailBytes ? std::max(head, id.size - kTailBytes) : head;
-  TM_ASSIGN_OR_RETURN(std::string bytes, read_file_range(file, 0, head));
-  TM_ASSIGN_OR_RETURN(std::string tail, read_file_range(file, tail_start, id.size - tail_start));
+  // Hashed in place through a mapping: reading the head into a fresh buffer page-faulted a MiB of
+  // memory per file, a visible share of indexing a small checkpoint on a virtual machine.
+  TM_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(file));
+  const std::span<const std::byte> bytes = mapped->bytes().first(std::min(id.size, mapped->size()));
+  const uint64_t head = std::min<uint64_t>(bytes.size(), kHeadBytes);
+  const uint64_t tail_start = bytes.size() > kTailBytes ? std::max(head, bytes.size() - kTailBytes) : head;
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
-  XXH64_update(state, bytes.data(), bytes.size());
-  XXH64_update(state, tail.data(), tail.size());
+  if (head > 0) XXH64_update(state, bytes.data(), head);
+  if (tail_start < bytes.size()) XXH64_update(state, bytes.data() + tail_start, bytes.size() - tail_start);
   id.header_hash = XXH64_digest(state);
   XXH64_freeState(state);
   std::error_code ec;

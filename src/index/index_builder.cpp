@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <span>
 
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
@@ -101,11 +103,8 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
 
   auto snapshot = [&](size_t upto) -> Status {
     // Completed tensors only, in checkpoint order: a reader never sees a half-built pyramid.
-    IndexContents partial;
-    partial.tile = now.tile;
-    partial.files = now.files;
-    for (size_t j = 0; j < upto && j < now.tensors.size(); ++j) partial.tensors.push_back(now.tensors[j]);
-    TM_RETURN_IF_ERROR(write_index(report.index_path, partial));
+    TM_RETURN_IF_ERROR(write_index(report.index_path, now.tile, now.files,
+                                   std::span(now.tensors).first(std::min(upto, now.tensors.size()))));
     report.written = true;
     return Status::Ok();
   };

@@ -1,5 +1,6 @@
 #include "index/index_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -15,16 +16,17 @@ constexpr const char* kMetadataKey = "tensormorph.index";
 
 std::string level_name(const std::string& tensor, size_t level) { return tensor + "/L" + std::to_string(level); }
 
-std::vector<double> pack(const ops::PyramidLevel& level) {
-  std::vector<double> out;
-  out.reserve(level.tiles.size() * kFieldsPerTile);
+// The stored fields of `level`'s tiles, in `out` (reused from level to level).
+std::span<const std::byte> pack(const ops::PyramidLevel& level, std::vector<double>& out) {
+  out.resize(level.tiles.size() * kFieldsPerTile);
+  double* f = out.data();
   for (const TM_TileStats& t : level.tiles) {
     const double fields[kFieldsPerTile] = {static_cast<double>(t.count), static_cast<double>(t.nan),
                                            static_cast<double>(t.pos_inf), static_cast<double>(t.neg_inf),
                                            static_cast<double>(t.zeros), t.sum, t.sum_sq, t.min, t.max, t.absmax};
-    out.insert(out.end(), std::begin(fields), std::end(fields));
+    f = std::copy(std::begin(fields), std::end(fields), f);
   }
-  return out;
+  return std::as_bytes(std::span(out));
 }
 
 // Counts are stored as doubles; anything but a whole number in [0, 2^53] marks a damaged file
@@ -69,28 +71,31 @@ bool valid_tile(uint32_t tile) { return tile >= ops::kMinTile && tile <= ops::kM
 }  // namespace
 
 Status write_index(const std::filesystem::path& path, const IndexContents& contents) {
+  return write_index(path, contents.tile, contents.files, contents.tensors);
+}
+
+Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<const FileIdentity> files,
+                   std::span<const TensorPyramid> pyramids) {
   nlohmann::ordered_json meta;
   meta["version"] = kIndexFormatVersion;
-  meta["tile"] = contents.tile;
+  meta["tile"] = tile;
   meta["files"] = nlohmann::ordered_json::array();
-  for (const FileIdentity& f : contents.files) {
+  for (const FileIdentity& f : files) {
     meta["files"].push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns},
                              {"header_xxh64", f.header_hash}});
   }
   meta["tensors"] = nlohmann::ordered_json::array();
-  std::vector<std::vector<double>> buffers;
+  // Levels are packed one at a time into one buffer as the writer reaches them: packing them all
+  // first doubled the memory written (and, fresh, page-faulted) for an index of many small tiles.
+  std::vector<double> packed;
   std::vector<safetensors::TensorToWrite> tensors;
-  for (const TensorPyramid& t : contents.tensors) {
+  for (const TensorPyramid& t : pyramids) {
     meta["tensors"].push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
                                {"rows", t.rows}, {"cols", t.cols}, {"file", t.file}, {"levels", t.levels.size()}});
-    for (const auto& level : t.levels) buffers.push_back(pack(level));
-  }
-  size_t next = 0;
-  for (const TensorPyramid& t : contents.tensors) {
-    for (size_t k = 0; k < t.levels.size(); ++k, ++next) {
-      tensors.push_back({level_name(t.name, k), DType::kF64,
-                         {t.levels[k].grid.rows, t.levels[k].grid.cols, kFieldsPerTile},
-                         std::as_bytes(std::span(buffers[next]))});
+    for (size_t k = 0; k < t.levels.size(); ++k) {
+      const ops::PyramidLevel& level = t.levels[k];
+      tensors.push_back({level_name(t.name, k), DType::kF64, {level.grid.rows, level.grid.cols, kFieldsPerTile}, {},
+                         [&packed, &level] { return pack(level, packed); }});
     }
   }
   std::string text;

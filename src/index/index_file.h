@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct IndexContents {
 
 /// Writes `contents` atomically (temporary file + rename) as a safetensors file.
 Status write_index(const std::filesystem::path& path, const IndexContents& contents);
+/// The same for contents given in parts (a prefix of the tensors built so far, without copying them).
+Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<const FileIdentity> files,
+                   std::span<const TensorPyramid> pyramids);
 
 /// Reads an index file; a missing file is NOT_FOUND, a damaged or foreign one FORMAT_ERROR.
 Result<IndexContents> read_index(const std::filesystem::path& path);

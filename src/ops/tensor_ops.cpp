@@ -69,7 +69,8 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
   for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
     const uint64_t rows = std::min(band_rows, m.rows - r0);
     const TileGrid grid = tile_grid({0, rows, 0, m.cols}, tile);
-    std::vector<TM_TileStats> out(grid.count());
+    // Bands hold whole tile rows, so each band's tiles are a run of the level's.
+    const auto out = std::span(level.tiles).subspan(r0 / tile * level.grid.cols, grid.count());
     compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
@@ -79,8 +80,6 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
                       {"col_end", static_cast<int64_t>(m.cols), 0}, {"tile", tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
-    const uint64_t first_tile_row = r0 / tile;
-    std::copy(out.begin(), out.end(), level.tiles.begin() + static_cast<std::ptrdiff_t>(first_tile_row * level.grid.cols));
     if (band_done) band_done(rows * row_bytes);
   }
   return level;

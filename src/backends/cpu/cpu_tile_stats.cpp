@@ -11,7 +11,6 @@
 #include "backends/cpu/cpu_tile_stats.h"
 
 #include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -20,30 +19,11 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_order_key.h"
+#include "backends/cpu/cpu_tile_stats_scratch.h"
+#include "tensormorph/mapped_file.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
-
-float* KernelScratch::decoded(uint64_t count) {
-  if (decoded_.size() < count) decoded_.resize(count);
-  return decoded_.data();
-}
-
-double* KernelScratch::tree(uint32_t tile) {
-  const size_t need = size_t{tile} / 2 + 16;  // two quarter-size vector arrays (row_segment)
-  if (tree_.size() < need) tree_.resize(need);
-  return tree_.data();
-}
-
-std::byte* KernelScratch::lane_stats(uint64_t bytes) {
-  const uint64_t units = (bytes + sizeof(LaneUnit) - 1) / sizeof(LaneUnit);
-  if (lanes_.size() < units) lanes_.resize(units);
-  return lanes_.data()->bytes;
-}
-
-void KernelScratch::fail(Status status) {
-  if (status_.ok()) status_ = std::move(status);
-}
 
 namespace {
 
@@ -160,12 +140,14 @@ TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePar
   return s;
 }
 
-/// Per-thread state: kernel scratch plus the slots of items that own whole tiles.
-struct ThreadState {
-  KernelScratch scratch;
-  std::vector<double> sums, squares;
-  std::vector<TilePartial> partials;
-};
+/// Maps the rows [row_begin, row_end) of the view in one call before an item reads them (see
+/// populate_for_read). Only for items over whole rows of the view: otherwise the rows' span would
+/// cover other items' columns too.
+void populate_rows(const Job& job, uint64_t row_begin, uint64_t row_end) {
+  row_end = std::min(row_end, job.range.row_end);
+  if (job.plan.column_items != 1 || row_begin >= row_end) return;
+  populate_for_read(job.matrix.bytes.subspan(row_begin * job.row_bytes, (row_end - row_begin) * job.row_bytes));
+}
 
 ItemSpec item_base(const Job& job) {
   const DTypeInfo& info = dtype_info(job.matrix.dtype);
@@ -207,12 +189,6 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   }
 }
 
-/// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
-struct SharedSlots {
-  std::vector<double> sums, squares;   // [tile index][tile]
-  std::vector<TilePartial> partials;   // [row chunk][tile index]
-};
-
 /// Rows of chunk `chunk` of band `ti`, tile columns from `tj`; leaves the tiles to finish_shared_tile.
 void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, SharedSlots& shared, ThreadState& state) {
   ItemSpec item = item_base(job);
@@ -228,6 +204,7 @@ void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, Sha
   item.row_squares = shared.squares.data() + tile_index * job.tile;
   item.slot_stride = job.tile;
   item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
+  populate_rows(job, item.row_begin, item.row_end);
   job.kernel(item, state.scratch);
 }
 
@@ -261,15 +238,16 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
                 pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes};
-  tbb::enumerable_thread_specific<ThreadState> states;
+  std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
 
   if (job.plan.row_chunks == 1) {
     arena.execute([&] {
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
-        ThreadState& state = states.local();
+        ThreadState& state = scratch->local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
           const uint64_t first_band = i / job.plan.column_items * job.plan.bands_per_item;
           const uint64_t last_band = std::min(first_band + job.plan.bands_per_item, job.plan.grid.rows);
+          populate_rows(job, job.range.row_begin + first_band * job.tile, job.range.row_begin + last_band * job.tile);
           for (uint64_t ti = first_band; ti < last_band; ++ti) {
             run_whole_tiles(job, ti, (i % job.plan.column_items) * job.plan.tiles_per_item, state);
           }
@@ -277,14 +255,17 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
       });
     });
   } else {
-    SharedSlots shared;
+    // Reused slots need no clearing (see CallScratch); the partials start empty.
+    SharedSlots& shared = scratch->shared;
     const uint64_t tiles = job.plan.grid.count();
-    shared.sums.resize(tiles * tile);
-    shared.squares.resize(tiles * tile);
-    shared.partials.resize(tiles * job.plan.row_chunks);
+    if (shared.sums.size() < tiles * tile) {
+      shared.sums.resize(tiles * tile);
+      shared.squares.resize(tiles * tile);
+    }
+    shared.partials.assign(tiles * job.plan.row_chunks, TilePartial{});
     arena.execute([&] {
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
-        ThreadState& state = states.local();
+        ThreadState& state = scratch->local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
           // Items in memory order: band, row chunk, column group.
           const uint64_t column_item = i % job.plan.column_items;
@@ -298,10 +279,12 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
       });
     });
   }
-  for (const ThreadState& state : states) {
-    if (!state.scratch.status().ok()) return state.scratch.status();
+  Status status = Status::Ok();
+  for (const auto& state : scratch->threads) {
+    if (state && !state->scratch.status().ok() && status.ok()) status = state->scratch.status();
   }
-  return Status::Ok();
+  ScratchPool::instance().give_back(std::move(scratch));
+  return status;
 }
 
 }  // namespace tensormorph::cpu

@@ -55,6 +55,10 @@ class KernelScratch {
   void fail(Status status);
   /// The first recorded failure.
   const Status& status() const { return status_; }
+  /// Forgets the recorded failure (the buffers stay for reuse).
+  void clear_status() { status_ = Status::Ok(); }
+  /// Bytes held by the buffers.
+  size_t bytes() const;
 
  private:
   std::vector<float> decoded_;

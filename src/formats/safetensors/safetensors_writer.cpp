@@ -119,7 +119,7 @@ Result<std::string> build_header(const std::filesystem::path& path, std::span<co
     if (!count.ok()) return Status::InvalidArgument(file + ": " + name + ": " + count.status().message());
     auto need = dtype_storage_bytes(tensor.dtype, *count);
     if (!need.ok()) return Status::InvalidArgument(file + ": " + name + ": " + need.status().message());
-    if (tensor.data.size() != *need) {
+    if (!tensor.produce && tensor.data.size() != *need) {
       return Status::InvalidArgument(file + ": " + name + ": " + std::string(dtype) + " " +
                                      internal::shape_text(tensor.shape) + " needs " + std::to_string(*need) +
                                      " bytes but " + std::to_string(tensor.data.size()) + " were given");
@@ -171,7 +171,19 @@ Status write_file_unguarded(const std::filesystem::path& path, std::span<const T
   }
   TM_RETURN_IF_ERROR(write_all(fd.get(), length, temporary.path()));
   TM_RETURN_IF_ERROR(write_all(fd.get(), as_bytes(header), temporary.path()));
-  for (const TensorToWrite& tensor : tensors) TM_RETURN_IF_ERROR(write_all(fd.get(), tensor.data, temporary.path()));
+  for (const TensorToWrite& tensor : tensors) {
+    std::span<const std::byte> data = tensor.data;
+    if (tensor.produce) {
+      data = tensor.produce();
+      // build_header checked the shape; the producer must match it.
+      const uint64_t need = dtype_storage_bytes(tensor.dtype, checked_element_count(tensor.shape).value()).value();
+      if (data.size() != need) {
+        return Status::Internal(path.string() + ": tensor " + quote_name(tensor.name) + ": produced " +
+                                std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(need));
+      }
+    }
+    TM_RETURN_IF_ERROR(write_all(fd.get(), data, temporary.path()));
+  }
   if (::fsync(fd.get()) != 0) return Status::IoError(temporary.path().string() + ": fsync failed: " + errno_text());
   if (fd.release_and_close() != 0) {
     return Status::IoError(temporary.path().string() + ": close failed: " + errno_text());

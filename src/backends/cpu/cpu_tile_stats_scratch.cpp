@@ -1,0 +1,79 @@
+#include "backends/cpu/cpu_tile_stats_scratch.h"
+
+#include <oneapi/tbb/task_arena.h>
+
+namespace tensormorph::cpu {
+
+float* KernelScratch::decoded(uint64_t count) {
+  if (decoded_.size() < count) decoded_.resize(count);
+  return decoded_.data();
+}
+
+double* KernelScratch::tree(uint32_t tile) {
+  const size_t need = size_t{tile} / 2 + 16;  // two quarter-size vector arrays (row_segment)
+  if (tree_.size() < need) tree_.resize(need);
+  return tree_.data();
+}
+
+std::byte* KernelScratch::lane_stats(uint64_t bytes) {
+  const uint64_t units = (bytes + sizeof(LaneUnit) - 1) / sizeof(LaneUnit);
+  if (lanes_.size() < units) lanes_.resize(units);
+  return lanes_.data()->bytes;
+}
+
+void KernelScratch::fail(Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
+size_t KernelScratch::bytes() const {
+  return decoded_.capacity() * sizeof(float) + tree_.capacity() * sizeof(double) + lanes_.capacity() * sizeof(LaneUnit);
+}
+
+size_t CallScratch::bytes() const {
+  size_t total = (shared.sums.capacity() + shared.squares.capacity()) * sizeof(double) +
+                 shared.partials.capacity() * sizeof(TilePartial);
+  for (const auto& t : threads) {
+    if (t) {
+      total += t->scratch.bytes() + (t->sums.capacity() + t->squares.capacity()) * sizeof(double) +
+               t->partials.capacity() * sizeof(TilePartial);
+    }
+  }
+  return total;
+}
+
+ThreadState& CallScratch::local() {
+  // Arena slots are stable while a task runs, and no two threads of an arena share one.
+  auto& state = threads[static_cast<size_t>(tbb::this_task_arena::current_thread_index())];
+  if (!state) state = std::make_unique<ThreadState>();
+  return *state;
+}
+
+std::unique_ptr<CallScratch> ScratchPool::take(size_t threads) {
+  std::unique_ptr<CallScratch> scratch;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      scratch = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  if (!scratch) scratch = std::make_unique<CallScratch>();
+  if (scratch->threads.size() < threads) scratch->threads.resize(threads);
+  for (auto& state : scratch->threads) {
+    if (state) state->scratch.clear_status();
+  }
+  return scratch;
+}
+
+void ScratchPool::give_back(std::unique_ptr<CallScratch> scratch) {
+  if (scratch->bytes() > kMaxBytes) return;
+  const std::lock_guard lock(mutex_);
+  if (free_.size() < kMaxSets) free_.push_back(std::move(scratch));
+}
+
+ScratchPool& ScratchPool::instance() {
+  static ScratchPool pool;
+  return pool;
+}
+
+}  // namespace tensormorph::cpu
