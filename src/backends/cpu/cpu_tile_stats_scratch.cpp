@@ -29,14 +29,20 @@ size_t KernelScratch::bytes() const {
   return decoded_.capacity() * sizeof(float) + tree_.capacity() * sizeof(double) + lanes_.capacity() * sizeof(LaneUnit);
 }
 
+namespace {
+
+/// Bytes of the slot arrays and partials of a SharedSlots or a ThreadState (the same three members).
+template <typename Slots>
+size_t slot_bytes(const Slots& s) {
+  return (s.sums.capacity() + s.squares.capacity()) * sizeof(double) + s.partials.capacity() * sizeof(TilePartial);
+}
+
+}  // namespace
+
 size_t CallScratch::bytes() const {
-  size_t total = (shared.sums.capacity() + shared.squares.capacity()) * sizeof(double) +
-                 shared.partials.capacity() * sizeof(TilePartial);
+  size_t total = slot_bytes(shared);
   for (const auto& t : threads) {
-    if (t) {
-      total += t->scratch.bytes() + (t->sums.capacity() + t->squares.capacity()) * sizeof(double) +
-               t->partials.capacity() * sizeof(TilePartial);
-    }
+    if (t) total += t->scratch.bytes() + slot_bytes(*t);
   }
   return total;
 }
