@@ -34,7 +34,7 @@ std::map<std::string, double>& results() {
   return r;
 }
 
-/// One-core in-cache G elements/s by dtype.
+/// One-core in-cache G elements/s by dtype (and "F32 [n,W]" for narrow views).
 std::map<std::string, double>& in_cache_results() {
   static std::map<std::string, double> r;
   return r;
@@ -259,6 +259,7 @@ void BM_TileStatsNarrowOneCoreInCache(benchmark::State& state) {
   const double seconds = run_tile_stats(state, m, 256, 1);
   const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
   state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
+  in_cache_results()["F32 [n," + std::to_string(m.cols) + "]"] = elements / seconds / 1e9;
 }
 
 /// One core over the ~1 GiB matrix in DRAM (T = 256): against BM_TileStatsOneCoreInCache, what
@@ -302,8 +303,15 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  for (const auto& [dtype, gelems] : tensormorph::in_cache_results()) {
-    std::printf("one core, in cache, T=256: %-5s %6.2f G elements/s\n", dtype.c_str(), gelems);
+  const auto& in_cache = tensormorph::in_cache_results();
+  const auto wide_f32 = in_cache.find("F32");
+  for (const auto& [dtype, gelems] : in_cache) {
+    std::printf("one core, in cache, T=256: %-11s %6.2f G elements/s", dtype.c_str(), gelems);
+    // Narrow views against the wide F32 matrix of the same run.
+    if (dtype.starts_with("F32 [") && wide_f32 != in_cache.end() && wide_f32->second > 0) {
+      std::printf("  (%3.0f%% of wide F32)", 100.0 * gelems / wide_f32->second);
+    }
+    std::printf("\n");
   }
   const auto& r = tensormorph::results();
   const auto bandwidth = r.find("bandwidth");
