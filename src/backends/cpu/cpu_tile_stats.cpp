@@ -173,13 +173,9 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   // Slots for the band's rows only (a one-row view would otherwise zero tile x tiles slots).
   item.slot_stride = static_cast<uint32_t>(std::bit_ceil(item.row_end - item.band_row_begin));
   const size_t slots = size_t{item.tiles} * item.slot_stride;
-  if (state.sums.size() < slots) {
-    state.sums.resize(slots);
-    state.squares.resize(slots);
-  }
   state.partials.assign(item.tiles, TilePartial{});
-  item.row_sums = state.sums.data();
-  item.row_squares = state.squares.data();
+  item.row_sums = state.sums.at_least(slots);
+  item.row_squares = state.squares.at_least(slots);
   item.partials = state.partials.data();
   job.kernel(item, state.scratch);
   for (uint32_t t = 0; t < item.tiles; ++t) {
@@ -258,10 +254,8 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
     // Reused slots need no clearing (see CallScratch); the partials start empty.
     SharedSlots& shared = scratch->shared;
     const uint64_t tiles = job.plan.grid.count();
-    if (shared.sums.size() < tiles * tile) {
-      shared.sums.resize(tiles * tile);
-      shared.squares.resize(tiles * tile);
-    }
+    shared.sums.at_least(tiles * tile);
+    shared.squares.at_least(tiles * tile);
     shared.partials.assign(tiles * job.plan.row_chunks, TilePartial{});
     arena.execute([&] {
       tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_dispatch.h"
+#include "backends/cpu/cpu_scratch_buffer.h"
 #include "ops/reference.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/status.h"
@@ -61,13 +62,13 @@ class KernelScratch {
   size_t bytes() const;
 
  private:
-  std::vector<float> decoded_;
-  std::vector<double> tree_;
+  ScratchBuffer<float> decoded_;
+  ScratchBuffer<double> tree_;
   /// A 64-byte unit of lane-statistics storage (the widest vector's alignment).
   struct alignas(64) LaneUnit {
     std::byte bytes[64];
   };
-  std::vector<LaneUnit> lanes_;
+  ScratchBuffer<LaneUnit> lanes_;
   Status status_;
 };
 

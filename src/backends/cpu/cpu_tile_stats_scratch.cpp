@@ -5,20 +5,17 @@
 namespace tensormorph::cpu {
 
 float* KernelScratch::decoded(uint64_t count) {
-  if (decoded_.size() < count) decoded_.resize(count);
-  return decoded_.data();
+  return decoded_.at_least(count);
 }
 
 double* KernelScratch::tree(uint32_t tile) {
   const size_t need = size_t{tile} / 2 + 16;  // two quarter-size vector arrays (row_segment)
-  if (tree_.size() < need) tree_.resize(need);
-  return tree_.data();
+  return tree_.at_least(need);
 }
 
 std::byte* KernelScratch::lane_stats(uint64_t bytes) {
   const uint64_t units = (bytes + sizeof(LaneUnit) - 1) / sizeof(LaneUnit);
-  if (lanes_.size() < units) lanes_.resize(units);
-  return lanes_.data()->bytes;
+  return lanes_.at_least(units)->bytes;
 }
 
 void KernelScratch::fail(Status status) {

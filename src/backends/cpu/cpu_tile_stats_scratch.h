@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cpu/cpu_scratch_buffer.h"
 #include "backends/cpu/cpu_tile_stats.h"
 
 namespace tensormorph::cpu {
@@ -19,13 +20,13 @@ namespace tensormorph::cpu {
 /// Per-thread state: kernel scratch plus the slots of items that own whole tiles.
 struct ThreadState {
   KernelScratch scratch;
-  std::vector<double> sums, squares;
+  ScratchBuffer<double> sums, squares;
   std::vector<TilePartial> partials;
 };
 
 /// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
 struct SharedSlots {
-  std::vector<double> sums, squares;  ///< [tile index][tile]
+  ScratchBuffer<double> sums, squares;  ///< [tile index][tile]
   std::vector<TilePartial> partials;  ///< [row chunk][tile index]
 };
 
