@@ -36,11 +36,6 @@ class MappedFile {
   uint64_t size_;
 };
 
-/// Maps the pages under `bytes` into the page tables ahead of use (Linux's MADV_POPULATE_READ): one
-/// call instead of a page fault per 64 KiB or 2 MiB of a mapped file. Advisory: it does nothing
-/// where unsupported or when it fails, and is harmless on memory that is not a file mapping.
-void populate_for_read(std::span<const std::byte> bytes);
-
 /// Size of a regular file in bytes (IO_ERROR names the path when it cannot be read).
 Result<uint64_t> file_size_of(const std::filesystem::path& path);
 

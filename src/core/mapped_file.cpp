@@ -65,18 +65,6 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<void*>(data_), size_);
 }
 
-void populate_for_read(std::span<const std::byte> bytes) {
-#ifdef MADV_POPULATE_READ
-  if (bytes.empty()) return;
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-  const auto end = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
-  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
-#else
-  (void)bytes;
-#endif
-}
-
 Result<uint64_t> file_size_of(const std::filesystem::path& path) {
   uint64_t size = 0;
   TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));

@@ -20,7 +20,6 @@
 
 #include "backends/cpu/cpu_order_key.h"
 #include "backends/cpu/cpu_tile_stats_scratch.h"
-#include "tensormorph/mapped_file.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -140,15 +139,6 @@ TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePar
   return s;
 }
 
-/// Maps the rows [row_begin, row_end) of the view in one call before an item reads them (see
-/// populate_for_read). Only for items over whole rows of the view: otherwise the rows' span would
-/// cover other items' columns too.
-void populate_rows(const Job& job, uint64_t row_begin, uint64_t row_end) {
-  row_end = std::min(row_end, job.range.row_end);
-  if (job.plan.column_items != 1 || row_begin >= row_end) return;
-  populate_for_read(job.matrix.bytes.subspan(row_begin * job.row_bytes, (row_end - row_begin) * job.row_bytes));
-}
-
 ItemSpec item_base(const Job& job) {
   const DTypeInfo& info = dtype_info(job.matrix.dtype);
   ItemSpec item;
@@ -200,7 +190,6 @@ void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, Sha
   item.row_squares = shared.squares.data() + tile_index * job.tile;
   item.slot_stride = job.tile;
   item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
-  populate_rows(job, item.row_begin, item.row_end);
   job.kernel(item, state.scratch);
 }
 
@@ -243,7 +232,6 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
           const uint64_t first_band = i / job.plan.column_items * job.plan.bands_per_item;
           const uint64_t last_band = std::min(first_band + job.plan.bands_per_item, job.plan.grid.rows);
-          populate_rows(job, job.range.row_begin + first_band * job.tile, job.range.row_begin + last_band * job.tile);
           for (uint64_t ti = first_band; ti < last_band; ++ti) {
             run_whole_tiles(job, ti, (i % job.plan.column_items) * job.plan.tiles_per_item, state);
           }
