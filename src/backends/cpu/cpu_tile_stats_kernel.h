@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "backends/cpu/cpu_simd.h"
 #include "backends/cpu/cpu_tile_stats.h"
@@ -493,10 +494,18 @@ TM_CPU_INLINE void fold_lanes(const ItemSpec& item, std::byte* lanes) {
 }
 
 /// Large tiles: row `r` across every tile of the item; `lanes` holds each tile's statistics.
+/// `ahead`, when not null, is where a later row's part of the item starts: each tile's segment of
+/// it is prefetched just before the same segment of row `r` is summed.
 template <typename Src, typename Rows>
-TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows, uint64_t r, std::byte* lanes) {
+TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows, uint64_t r, std::byte* lanes,
+                           const std::byte* ahead = nullptr) {
   for (uint32_t t = 0; t < item.tiles; ++t) {
     const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
+    if (ahead != nullptr) {
+      const std::byte* p = ahead + uint64_t{t} * item.tile * sizeof(typename Src::Element);
+      const uint64_t n = tile_width(item, t) * sizeof(typename Src::Element);
+      for (uint64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 0, 3);
+    }
     const uint64_t slot = uint64_t{t} * item.slot_stride + (r - item.band_row_begin);
     with_lane_stats<typename StatsOf<Src>::type>(lanes, t, [&](auto& stats) __attribute__((always_inline)) {
       row_segment<Src>(rows.segment(r, col), tile_width(item, t), item.tile, stats, tree, item.row_sums[slot],
@@ -505,7 +514,15 @@ TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows,
   }
 }
 
-/// Runs `item` over segments read in place from storage of `Src`.
+/// How far ahead process_direct prefetches float32 storage: at least this many bytes, and at least
+/// one row of the item.
+inline constexpr uint64_t kPrefetchBytes = 16384;
+
+/// Runs `item` over segments read in place from storage of `Src`. Float32 rows are prefetched
+/// ahead: its kernel ran from DRAM at half its in-cache speed (one core 12 GB/s against 23), the
+/// hardware prefetcher's streams ending at every 4 KiB page; with the prefetch one core reads
+/// 15-16 GB/s and two 29-31 against 23. The 16-bit floats are not: they already run from DRAM at
+/// ~90% of their in-cache speed, and the prefetch measured 3-8% slower there.
 template <typename Src>
 TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) {
   double* tree = scratch.tree(item.tile);
@@ -519,7 +536,17 @@ TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) 
     return;
   }
   std::byte* lanes = fresh_lanes<typename StatsOf<Src>::type>(item, scratch);
-  for (uint64_t r = item.row_begin; r < item.row_end; ++r) one_row<Src>(item, tree, rows, r, lanes);
+  if constexpr (std::is_same_v<typename Src::Element, float>) {
+    const uint64_t span_bytes = (item.col_end - item.col_begin) * sizeof(float);
+    const uint64_t ahead = std::max<uint64_t>(1, (kPrefetchBytes + span_bytes - 1) / span_bytes);
+    for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
+      const std::byte* later =
+          r + ahead < item.row_end ? reinterpret_cast<const std::byte*>(rows.segment(r + ahead, item.col_begin)) : nullptr;
+      one_row<Src>(item, tree, rows, r, lanes, later);
+    }
+  } else {
+    for (uint64_t r = item.row_begin; r < item.row_end; ++r) one_row<Src>(item, tree, rows, r, lanes);
+  }
   fold_lanes<typename StatsOf<Src>::type>(item, lanes);
 }
 
