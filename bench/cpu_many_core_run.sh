@@ -4,7 +4,8 @@
 # benchmark checkpoints of bench/make_bench_checkpoints.py:
 #   1. bench/index_bench.sh with every core (read bandwidth, index, numpy peer, cold vs dd);
 #   2. a thread sweep: read bandwidth (anonymous memory, and a sum over the mapped file) and
-#      `tensormorph index` (best of 3, the tool's own time) at 1, 2, 4, ... threads.
+#      `tensormorph index` (best of 3, the tool's own time) at 1, 2, 4, ... threads;
+#   3. the tile_stats kernels on one core, in cache and from DRAM (bench/cpu_tile_stats_bench).
 #
 # Usage: bench/cpu_many_core_run.sh PACK_DIR OUT_DIR [DIR]   (PACK_DIR from bench/cpu_pack.sh)
 # The device command used for docs/PERFORMANCE.md (the device tool carries .h200/cpu):
@@ -56,3 +57,7 @@ threads+=("$cores")
     done
   done
 } | tee "$out/thread_sweep.md"
+
+echo "== one core, in cache and from DRAM"
+"$pack/cpu_tile_stats_bench" --benchmark_filter='OneCore(InCache|FromMemory)/' 2>&1 | grep -E '^BM' |
+  awk '{ printf "%s", $1; for (i = 2; i <= NF; i++) if ($i ~ /=/) printf " %s", $i; print "" }' | tee "$out/one_core.txt"
