@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_scratch_buffer.h"
