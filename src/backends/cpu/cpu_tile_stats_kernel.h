@@ -494,22 +494,22 @@ TM_CPU_INLINE void fold_lanes(const ItemSpec& item, std::byte* lanes) {
 }
 
 /// Large tiles: row `r` across every tile of the item; `lanes` holds each tile's statistics.
-/// `ahead`, when not null, is where a later row's part of the item starts: each tile's segment of
-/// it is prefetched just before the same segment of row `r` is summed.
+/// With `ahead` > 0, each tile's segment of row r + ahead (when the item has that row) is
+/// prefetched just before the same segment of row `r` is summed.
 template <typename Src, typename Rows>
 TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows, uint64_t r, std::byte* lanes,
-                           const std::byte* ahead = nullptr) {
+                           uint64_t ahead = 0) {
+  const bool prefetch = ahead != 0 && r + ahead < item.row_end;
   for (uint32_t t = 0; t < item.tiles; ++t) {
     const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
-    if (ahead != nullptr) {
-      const std::byte* p = ahead + uint64_t{t} * item.tile * sizeof(typename Src::Element);
-      const uint64_t n = tile_width(item, t) * sizeof(typename Src::Element);
-      for (uint64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 0, 3);
+    const uint32_t w = tile_width(item, t);
+    if (prefetch) {
+      const auto* p = reinterpret_cast<const std::byte*>(rows.segment(r + ahead, col));
+      for (uint64_t off = 0; off < w * sizeof(typename Src::Element); off += 64) __builtin_prefetch(p + off, 0, 3);
     }
     const uint64_t slot = uint64_t{t} * item.slot_stride + (r - item.band_row_begin);
     with_lane_stats<typename StatsOf<Src>::type>(lanes, t, [&](auto& stats) __attribute__((always_inline)) {
-      row_segment<Src>(rows.segment(r, col), tile_width(item, t), item.tile, stats, tree, item.row_sums[slot],
-                       item.row_squares[slot]);
+      row_segment<Src>(rows.segment(r, col), w, item.tile, stats, tree, item.row_sums[slot], item.row_squares[slot]);
     });
   }
 }
@@ -536,17 +536,12 @@ TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) 
     return;
   }
   std::byte* lanes = fresh_lanes<typename StatsOf<Src>::type>(item, scratch);
+  uint64_t ahead = 0;  // rows to prefetch ahead; 0: none
   if constexpr (std::is_same_v<typename Src::Element, float>) {
     const uint64_t span_bytes = (item.col_end - item.col_begin) * sizeof(float);
-    const uint64_t ahead = std::max<uint64_t>(1, (kPrefetchBytes + span_bytes - 1) / span_bytes);
-    for (uint64_t r = item.row_begin; r < item.row_end; ++r) {
-      const std::byte* later =
-          r + ahead < item.row_end ? reinterpret_cast<const std::byte*>(rows.segment(r + ahead, item.col_begin)) : nullptr;
-      one_row<Src>(item, tree, rows, r, lanes, later);
-    }
-  } else {
-    for (uint64_t r = item.row_begin; r < item.row_end; ++r) one_row<Src>(item, tree, rows, r, lanes);
+    ahead = std::max<uint64_t>(1, (kPrefetchBytes + span_bytes - 1) / span_bytes);
   }
+  for (uint64_t r = item.row_begin; r < item.row_end; ++r) one_row<Src>(item, tree, rows, r, lanes, ahead);
   fold_lanes<typename StatsOf<Src>::type>(item, lanes);
 }
 
