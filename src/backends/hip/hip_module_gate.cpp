@@ -27,6 +27,8 @@ namespace {
 constexpr const char* kDriverNode = "/dev/kfd";
 /// The real module, relative to the directory of this library.
 constexpr const char* kModule = "hip/libtm_hip_impl.so";
+/// How every reason starts, as the real module's own census does (gpu_backend.cpp).
+constexpr const char* kNotRun = "built, not run on these machines: ";
 
 /// Why no device is offered, when the real module was not loaded.
 std::string& reason() {
@@ -65,12 +67,12 @@ const TM_PluginApi* load_module(uint32_t host_major, uint32_t host_minor) {
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) {
     const char* error = dlerror();
-    reason() = "built, not run on these machines: cannot load " + path + ": " + (error ? error : "unknown error");
+    reason() = kNotRun + ("cannot load " + path + ": ") + (error ? error : "unknown error");
     return nullptr;
   }
   auto get_api = reinterpret_cast<TM_PluginGetApiFn>(dlsym(library, TM_PLUGIN_GET_API_SYMBOL));
   const TM_PluginApi* api = get_api != nullptr ? get_api(host_major, host_minor) : nullptr;
-  if (api == nullptr) reason() = "built, not run on these machines: " + path + " offers no function table";
+  if (api == nullptr) reason() = kNotRun + path + " offers no function table";
   return api;
 }
 
@@ -87,7 +89,7 @@ __attribute__((visibility("default"))) uint32_t tm_plugin_abi_version(void) {
 __attribute__((visibility("default"))) const TM_PluginApi* tm_plugin_get_api(uint32_t host_major, uint32_t host_minor) {
   if (host_major != TM_PLUGIN_ABI_MAJOR) return nullptr;
   if (::access(kDriverNode, R_OK | W_OK) != 0) {
-    reason() = std::string("built, not run on these machines: no AMD GPU driver here (") + kDriverNode +
+    reason() = std::string(kNotRun) + "no AMD GPU driver here (" + kDriverNode +
                " is absent or not accessible), so the HIP runtime was not loaded";
     return &kGateApi;
   }
