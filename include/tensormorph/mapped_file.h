@@ -12,6 +12,13 @@
 
 namespace tensormorph {
 
+/// Where some mapped bytes also live in their file, for readers that copy them with pread instead
+/// of touching the mapping (faster on some machines; see src/backends/cpu/cpu_file_reads.h).
+struct FileRegion {
+  int descriptor = -1;  ///< an open read-only descriptor, owned by the MappedFile; -1: none
+  uint64_t offset = 0;  ///< file offset of the first byte
+};
+
 /// A whole file mapped read-only. Immutable once created, so it is shared by every view into it.
 class MappedFile {
  public:
@@ -27,11 +34,14 @@ class MappedFile {
   uint64_t size() const { return size_; }
   /// The path it was opened with.
   const std::filesystem::path& path() const { return path_; }
+  /// Where bytes()[offset] lives in the file (the descriptor stays open as long as this object).
+  FileRegion region(uint64_t offset) const { return {descriptor_, offset}; }
 
  private:
-  MappedFile(std::filesystem::path path, const void* data, uint64_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::filesystem::path path, int descriptor, const void* data, uint64_t size)
+      : path_(std::move(path)), descriptor_(descriptor), data_(data), size_(size) {}
   std::filesystem::path path_;
+  int descriptor_;
   const void* data_;
   uint64_t size_;
 };

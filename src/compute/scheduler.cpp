@@ -40,6 +40,11 @@ struct AbiInstance {
     for (const auto& in : request.inputs) {
       TM_TensorArg a = tensor_arg(in.dtype, in.shape, in.bytes.size());
       a.host_data = in.bytes.data();
+      if (in.file.descriptor >= 0) {
+        a.host_file = in.file.descriptor;
+        a.host_file_valid = 1;
+        a.host_file_offset = in.file.offset;
+      }
       inputs.push_back(a);
     }
     for (const auto& out : request.outputs) {
@@ -237,6 +242,7 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
         }
       }
       abi.inputs[i].host_data = nullptr;
+      abi.inputs[i].host_file_valid = 0;  // the file mirrors host memory, not the device copy
       abi.inputs[i].buffer = buffer;
     }
     bytes_moved += output_bytes(request);

@@ -45,6 +45,7 @@ Result<int> open_regular(const std::filesystem::path& path, uint64_t* size) {
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem::path& path) {
   uint64_t size = 0;
   TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));
+  // The descriptor stays open with the mapping: readers may copy the bytes with pread (region()).
   FdCloser closer{fd};
   const void* data = nullptr;
   if (size > 0) {
@@ -58,11 +59,13 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
 #endif
     data = p;
   }
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+  closer.fd = -1;
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, fd, data, size));
 }
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<void*>(data_), size_);
+  ::close(descriptor_);
 }
 
 Result<uint64_t> file_size_of(const std::filesystem::path& path) {

@@ -35,6 +35,12 @@ Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& reques
   return Status::Ok();
 }
 
+// The file region of the bytes `skip` bytes into `whole` (none stays none).
+FileRegion band_region(FileRegion whole, uint64_t skip) {
+  if (whole.descriptor >= 0) whole.offset += skip;
+  return whole;
+}
+
 uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
   uint64_t rows = std::max<uint64_t>(1, kBandBytes / std::max<uint64_t>(row_bytes, 1));
   if (rows >= align) rows -= rows % align;
@@ -74,7 +80,8 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
+                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0,
+                          band_region(data.file, r0 * row_bytes)});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
     req.max_threads = max_threads;
     req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
@@ -110,7 +117,8 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          whole_bands ? residency_key(checkpoint, tensor, band) : 0});
+                          whole_bands ? residency_key(checkpoint, tensor, band) : 0,
+                          band_region(data.file, r0 * row_bytes)});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
                            std::as_writable_bytes(std::span(values).subspan((r0 - row_begin) * m.cols, rows * m.cols))});
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
@@ -126,7 +134,7 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   compute::OpRequest req;
   req.op = TM_OP_HISTOGRAM;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
   req.attributes = {{"lo", 0, lo}, {"hi", 0, hi}, {"bins", static_cast<int64_t>(bins), 0}};
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
@@ -148,6 +156,8 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
   if (tensor.contiguous()) {
     if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
     out.bytes = stored.subspan(row_begin * row_bytes, (row_end - row_begin) * row_bytes);
+    TM_ASSIGN_OR_RETURN(out.file, checkpoint.tensor_region(tensor));
+    out.file.offset += row_begin * row_bytes;
     return out;
   }
   const DTypeInfo& info = dtype_info(tensor.dtype);

@@ -23,6 +23,7 @@ inline constexpr uint32_t kDefaultTile = 256;
 struct MatrixRows {
   std::span<const std::byte> bytes;
   std::vector<std::byte> owned;
+  FileRegion file;  ///< where `bytes` lives in its file (descriptor -1 when gathered into `owned`)
 };
 
 /// Rows [row_begin, row_end) of `tensor`'s matrix; FORMAT_ERROR naming the file, tensor and offset

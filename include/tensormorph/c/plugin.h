@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define TM_PLUGIN_ABI_MAJOR 1
-#define TM_PLUGIN_ABI_MINOR 0
+#define TM_PLUGIN_ABI_MINOR 1
 
 /* Symbol names a plugin library exports. */
 #define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
@@ -172,6 +172,13 @@ typedef struct TM_TensorArg {
   TM_Buffer* buffer;          /* device buffer, when resident */
   uint64_t byte_offset;       /* into host_data/host_out/buffer */
   uint64_t nbytes;            /* bytes of the argument */
+  /* Since 1.1. When host_file_valid is 1, host_data mirrors a file: its bytes from byte_offset on
+   * are the file's from host_file_offset on, and a backend may copy them with pread(host_file)
+   * instead of reading the mapping (faster on some machines). The descriptor belongs to the host
+   * and outlives the call: read it with pread only; never close, seek or write it. */
+  int32_t host_file;
+  uint32_t host_file_valid;
+  uint64_t host_file_offset;
 } TM_TensorArg;
 
 /** A named scalar attribute of an operation instance. */

@@ -7,7 +7,8 @@
 // When an item holds all rows of its tiles, the thread that ran it finishes them; otherwise the
 // row sums land in shared slot arrays and the tiles are finished after all items ran. Either
 // way each sum is the canonical halving tree, so the thread count and the visiting order never
-// change a bit.
+// change a bit. Items spanning whole rows of a file-backed matrix may first copy their rows with
+// pread (cpu_file_reads.h); the kernel then reads the copy, the same bytes.
 #include "backends/cpu/cpu_tile_stats.h"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 
 #include "backends/cpu/cpu_order_key.h"
@@ -112,7 +114,45 @@ struct Job {
   ItemKernel kernel;
   HalvingKernel halving;
   uint64_t row_bytes;
+  FileRegion file;
+  TileStatsTuning tuning;
 };
+
+/// Runs the kernel on `item`, its rows first copied from the file when that path is taken
+/// (cpu_file_reads.h). Only items that span whole rows can: their rows are one run of the file.
+/// False, with the failure recorded in the thread's scratch, when the file could not be read.
+bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
+  const uint64_t bytes = (item.row_end - item.row_begin) * job.row_bytes;
+  const bool whole_rows = item.col_begin == 0 && item.col_end == job.matrix.cols;
+  if (job.file.descriptor < 0 || job.tuning.file_reads == FileReads::kNever || !whole_rows ||
+      bytes < job.tuning.min_file_read_bytes) {
+    job.kernel(item, state.scratch);
+    return true;
+  }
+  ReadPathChooser& chooser = ReadPathChooser::instance();
+  const bool measure = job.tuning.file_reads == FileReads::kMeasure;
+  const ReadPath path = measure ? chooser.next(job.matrix.dtype) : ReadPath::kFile;
+  const auto start = std::chrono::steady_clock::now();
+  bool fair = true;
+  if (path == ReadPath::kFile) {
+    const size_t lines = (bytes + sizeof(StagingLine) - 1) / sizeof(StagingLine);
+    fair = lines <= state.staging.capacity();  // a buffer grown now faults its pages in: no fair timing
+    std::byte* stage = state.staging.at_least(lines)->bytes;
+    Status copied = copy_from_file(job.file.descriptor, job.file.offset + item.row_begin * job.row_bytes, stage, bytes);
+    if (!copied.ok()) {
+      state.scratch.fail(std::move(copied));
+      return false;
+    }
+    // The kernels address row r at data + r * row_bytes: point data row_begin rows before the copy.
+    item.data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(stage) - item.row_begin * job.row_bytes);
+  }
+  job.kernel(item, state.scratch);
+  if (measure && fair) {
+    const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
+    chooser.record(job.matrix.dtype, path, bytes, took.count());
+  }
+  return true;
+}
 
 /// The statistics of tile (ti, tj) from its merged partial and its row slots.
 TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePartial& partial, double* sums,
@@ -167,7 +207,7 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   item.row_sums = state.sums.at_least(slots);
   item.row_squares = state.squares.at_least(slots);
   item.partials = state.partials.data();
-  job.kernel(item, state.scratch);
+  if (!run_item(job, item, state)) return;  // the call fails: nothing to finish
   for (uint32_t t = 0; t < item.tiles; ++t) {
     job.out[ti * job.plan.grid.cols + tj + t] =
         finish_tile(job, ti, tj + t, state.partials[t], item.row_sums + size_t{t} * item.slot_stride,
@@ -190,7 +230,7 @@ void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, Sha
   item.row_squares = shared.squares.data() + tile_index * job.tile;
   item.slot_stride = job.tile;
   item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
-  job.kernel(item, state.scratch);
+  run_item(job, item, state);
 }
 
 void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared) {
@@ -209,7 +249,8 @@ void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared
 }  // namespace
 
 Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
-                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning) {
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning,
+                  FileRegion file) {
   TM_RETURN_IF_ERROR(ops::check_tile_stats_args(matrix, range, tile, out.size()));
   if (!dtype_decodable(matrix.dtype)) return Status::Unsupported(std::string(dtype_not_decodable_reason(matrix.dtype)));
   if (!isa_supported(isa)) {
@@ -222,7 +263,8 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   arena.initialize();
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
-                pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes};
+                pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes,
+                file, tuning};
   std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
 
   if (job.plan.row_chunks == 1) {

@@ -7,9 +7,11 @@
 #include <span>
 
 #include "backends/cpu/cpu_dispatch.h"
+#include "backends/cpu/cpu_file_reads.h"
 #include "backends/cpu/cpu_scratch_buffer.h"
 #include "ops/reference.h"
 #include "tensormorph/c/plugin.h"
+#include "tensormorph/mapped_file.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::cpu {
@@ -94,14 +96,22 @@ struct TileStatsKernels {
 /// The kernels compiled for `isa` (which must be supported by this CPU).
 const TileStatsKernels& tile_stats_kernels(Isa isa);
 
+/// Items of at least this many bytes whose rows are one run of the file may copy it with pread
+/// (smaller ones read the mapping: a system call would cost more than it could save).
+inline constexpr uint64_t kMinFileReadBytes = uint64_t{64} << 10;
+
 /// Work-splitting knobs; the defaults suit production, tests shrink them to exercise every path.
 struct TileStatsTuning {
   uint64_t target_item_bytes = 0;  ///< storage bytes per work item (0: from the input size)
+  FileReads file_reads = FileReads::kMeasure;  ///< whether items of a file-backed matrix use pread
+  uint64_t min_file_read_bytes = kMinFileReadBytes;  ///< smaller items always read the mapping
 };
 
 /// tm.tile_stats@1: validates like the reference, then computes `out` (one per tile, row-major)
-/// with at most `max_threads` threads (0: all), bit-identical to tile_stats_reference.
+/// with at most `max_threads` threads (0: all), bit-identical to tile_stats_reference. `file`,
+/// when it names a descriptor, holds matrix.bytes at its offset (see cpu_file_reads.h).
 Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
-                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning = {});
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning = {},
+                  FileRegion file = {});
 
 }  // namespace tensormorph::cpu

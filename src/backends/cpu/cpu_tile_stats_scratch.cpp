@@ -39,7 +39,7 @@ size_t slot_bytes(const Slots& s) {
 size_t CallScratch::bytes() const {
   size_t total = slot_bytes(shared);
   for (const auto& t : threads) {
-    if (t) total += t->scratch.bytes() + slot_bytes(*t);
+    if (t) total += t->scratch.bytes() + slot_bytes(*t) + t->staging.capacity() * sizeof(StagingLine);
   }
   return total;
 }

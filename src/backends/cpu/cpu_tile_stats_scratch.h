@@ -17,11 +17,18 @@
 
 namespace tensormorph::cpu {
 
-/// Per-thread state: kernel scratch plus the slots of items that own whole tiles.
+/// A 64-byte unit of staging memory (rows copied from a file start on a cache line).
+struct alignas(64) StagingLine {
+  std::byte bytes[64];
+};
+
+/// Per-thread state: kernel scratch, the slots of items that own whole tiles, and the buffer that
+/// items reading their rows from a file copy them into.
 struct ThreadState {
   KernelScratch scratch;
   ScratchBuffer<double> sums, squares;
   std::vector<TilePartial> partials;
+  ScratchBuffer<StagingLine> staging;
 };
 
 /// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
