@@ -107,32 +107,49 @@ bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit
   return ::testing::AssertionSuccess();
 }
 
-TEST(ReadPathChooser, AlternatesUntilWarmThenTakesTheFasterPathAndKeepsRetryingTheOther) {
+TEST(ReadPathChooser, TheExplorerAlternatesUntilWarmThenEveryoneTakesTheFasterPath) {
   ReadPathChooser chooser;
   EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kMapping);  // nothing measured yet
   for (uint32_t i = 0; i < 2 * ReadPathChooser::kWarmup; ++i) {
-    const ReadPath path = chooser.next(DType::kBF16);
+    EXPECT_EQ(chooser.next(DType::kBF16, false), ReadPath::kMapping) << "item " << i;  // others wait
+    const ReadPath path = chooser.next(DType::kBF16, true);
     EXPECT_EQ(path, i % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile) << "item " << i;
     chooser.record(DType::kBF16, path, 1 << 20, path == ReadPath::kFile ? 1e5 : 3e5);
   }
   EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kFile);
-  int retries = 0;
-  for (uint64_t i = 0; i < 2 * ReadPathChooser::kRetryEvery; ++i) retries += chooser.next(DType::kBF16) == ReadPath::kMapping;
-  EXPECT_EQ(retries, 2);
+  int others_mapping = 0, explorer_retries = 0;
+  for (uint64_t i = 0; i < 2 * ReadPathChooser::kRetryEvery; ++i) {
+    others_mapping += chooser.next(DType::kBF16, false) == ReadPath::kMapping;
+    explorer_retries += chooser.next(DType::kBF16, true) == ReadPath::kMapping;
+  }
+  EXPECT_EQ(others_mapping, 0);
+  EXPECT_EQ(explorer_retries, 2);
   // Each storage type has its own timings: F32 has none and starts over.
   EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kMapping);
-  EXPECT_EQ(chooser.next(DType::kF32), ReadPath::kMapping);
-  EXPECT_EQ(chooser.next(DType::kF32), ReadPath::kFile);
-  // When the mapping becomes the faster path, the average follows and the choice flips.
-  for (int i = 0; i < 40; ++i) chooser.record(DType::kBF16, ReadPath::kMapping, 1 << 20, 0.5e5);
-  EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kMapping);
-  // Empty items and timings that are not positive teach nothing.
-  for (int i = 0; i < 40; ++i) {
-    chooser.record(DType::kBF16, ReadPath::kFile, 0, 1.0);
-    chooser.record(DType::kBF16, ReadPath::kFile, 1 << 20, 0.0);
-    chooser.record(DType::kBF16, ReadPath::kFile, 1 << 20, std::nan(""));
+  EXPECT_EQ(chooser.next(DType::kF32, true), ReadPath::kMapping);
+  EXPECT_EQ(chooser.next(DType::kF32, true), ReadPath::kFile);
+}
+
+TEST(ReadPathChooser, TheChoiceFlipsOnlyForAClearMargin) {
+  ReadPathChooser chooser;
+  for (uint32_t i = 0; i < ReadPathChooser::kWarmup; ++i) {
+    chooser.record(DType::kF32, ReadPath::kMapping, 1 << 20, 2e5);
+    chooser.record(DType::kF32, ReadPath::kFile, 1 << 20, 1e5);
   }
-  EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kMapping);
+  EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kFile);
+  // The mapping a little faster than the file (5%): noise, not a reason to switch.
+  for (int i = 0; i < 60; ++i) chooser.record(DType::kF32, ReadPath::kMapping, 1 << 20, 0.95e5);
+  EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kFile);
+  // Clearly faster (50%): the choice follows.
+  for (int i = 0; i < 60; ++i) chooser.record(DType::kF32, ReadPath::kMapping, 1 << 20, 0.5e5);
+  EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kMapping);
+  // Empty items and timings that are not positive teach nothing.
+  for (int i = 0; i < 60; ++i) {
+    chooser.record(DType::kF32, ReadPath::kFile, 0, 1.0);
+    chooser.record(DType::kF32, ReadPath::kFile, 1 << 20, 0.0);
+    chooser.record(DType::kF32, ReadPath::kFile, 1 << 20, std::nan(""));
+  }
+  EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kMapping);
 }
 
 TEST(CpuFileReads, CopyFromFileReadsTheBytesOrNamesTheOffsetWhereTheFileEnds) {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -15,34 +17,39 @@ constexpr ReadPath other(ReadPath path) { return path == ReadPath::kFile ? ReadP
 
 }  // namespace
 
-ReadPath ReadPathChooser::next(DType dtype) {
+ReadPath ReadPathChooser::next(DType dtype, bool explorer) {
+  const ReadPath chosen = preferred(dtype);
+  if (!explorer) return chosen;
   Kind& k = kind(dtype);
-  const uint64_t n = k.items.fetch_add(1, std::memory_order_relaxed);
-  const bool warm = k.paths[0].timings.load(std::memory_order_relaxed) >= kWarmup &&
-                    k.paths[1].timings.load(std::memory_order_relaxed) >= kWarmup;
-  if (!warm) return n % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile;
-  const ReadPath best = preferred(dtype);
-  return n % kRetryEvery == kRetryEvery - 1 ? other(best) : best;
+  const uint64_t n = k.explorer_items.fetch_add(1, std::memory_order_relaxed);
+  if (!k.warm.load(std::memory_order_relaxed)) return n % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile;
+  return n % kRetryEvery == kRetryEvery - 1 ? other(chosen) : chosen;
 }
 
 void ReadPathChooser::record(DType dtype, ReadPath path, uint64_t bytes, double nanoseconds) {
-  if (bytes == 0 || !(nanoseconds > 0)) return;
-  PathTimes& times = kind(dtype).paths[index_of(path)];
-  const double sample = nanoseconds / static_cast<double>(bytes);
-  const double old = times.ns_per_byte.load(std::memory_order_relaxed);
-  times.ns_per_byte.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
-  times.timings.fetch_add(1, std::memory_order_relaxed);
+  if (bytes == 0 || !(nanoseconds > 0) || !std::isfinite(nanoseconds)) return;
+  Kind& k = kind(dtype);
+  const std::lock_guard lock(k.mutex);
+  const size_t p = index_of(path);
+  k.ns_per_byte[p][k.timings[p]++ % kWindow] = nanoseconds / static_cast<double>(bytes);
+  if (k.timings[0] < kWarmup || k.timings[1] < kWarmup) return;
+  const auto median = [&](size_t i) {
+    std::array<double, kWindow> recent = k.ns_per_byte[i];
+    const size_t n = std::min<uint64_t>(k.timings[i], kWindow);
+    std::nth_element(recent.begin(), recent.begin() + n / 2, recent.begin() + n);
+    return recent[n / 2];
+  };
+  const size_t chosen = k.warm.load(std::memory_order_relaxed) ? k.choice.load(std::memory_order_relaxed) : 0;
+  if (median(1 - chosen) < median(chosen) * (1 - kSwitchMargin)) {
+    k.choice.store(static_cast<uint8_t>(1 - chosen), std::memory_order_relaxed);
+  }
+  k.warm.store(true, std::memory_order_relaxed);
 }
 
 ReadPath ReadPathChooser::preferred(DType dtype) const {
   const Kind& k = kind(dtype);
-  if (k.paths[0].timings.load(std::memory_order_relaxed) < kWarmup ||
-      k.paths[1].timings.load(std::memory_order_relaxed) < kWarmup) {
-    return ReadPath::kMapping;
-  }
-  const double mapping = k.paths[index_of(ReadPath::kMapping)].ns_per_byte.load(std::memory_order_relaxed);
-  const double file = k.paths[index_of(ReadPath::kFile)].ns_per_byte.load(std::memory_order_relaxed);
-  return file < mapping ? ReadPath::kFile : ReadPath::kMapping;
+  if (!k.warm.load(std::memory_order_relaxed)) return ReadPath::kMapping;
+  return k.choice.load(std::memory_order_relaxed) == 0 ? ReadPath::kMapping : ReadPath::kFile;
 }
 
 ReadPathChooser& ReadPathChooser::instance() {

@@ -5,17 +5,22 @@
 // thread summed a page-cached file at 10 GB/s through its mapping against 16 GB/s with pread into a
 // 1 MiB buffer, and a file written moments before (its page cache in 4 KiB pages) at 1.9 against
 // 14: indexing it ran 4x faster with pread. On the H200 machine's 16-core host the mapping was 40%
-// faster than pread. So the backend measures instead of assuming: items that may take either path
-// alternate until each path has a few timings, then take the faster one (time per byte of the whole
-// item, kernel included, per storage type), and every kRetryEvery-th item takes the other path so
-// that a change (another file, the page cache rebuilt) is noticed. The choice never changes a
-// result, only where the kernel reads the same bytes from.
+// faster than pread. So the backend measures instead of assuming. One thread of each call explores:
+// its items alternate between the paths until each has a few timings, and later every
+// kRetryEvery-th of its items takes the path not chosen, so that a change (another file, the page
+// cache rebuilt) is noticed. Every other item takes the chosen path: the one with the lower time per
+// byte of the whole item, kernel included, per storage type (the median of each path's last kWindow
+// items: single items on a shared machine take up to 20 times their usual time), which must beat
+// the current choice by kSwitchMargin to replace it. Only the explorer thread grows a
+// staging buffer for a path that may lose. The choice never changes a result, only where the kernel
+// reads the same bytes from.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "tensormorph/dtype.h"
 #include "tensormorph/status.h"
@@ -35,34 +40,36 @@ enum class FileReads : uint8_t {
   kAlways,   ///< always pread, where an item's rows are one contiguous run of the file
 };
 
-/// Chooses each eligible item's ReadPath from the timings of earlier items. Thread-safe; the
-/// statistics are approximate under concurrent updates (a lost update only delays a switch).
+/// Chooses each eligible item's ReadPath from the timings of earlier items. Thread-safe.
 class ReadPathChooser {
  public:
   /// Timings of each path before the faster one is preferred.
   static constexpr uint32_t kWarmup = 4;
-  /// One item in this many takes the slower path, to notice when it becomes the faster one.
-  static constexpr uint64_t kRetryEvery = 128;
+  /// One explorer item in this many takes the path not chosen, to notice when it becomes faster.
+  static constexpr uint64_t kRetryEvery = 64;
+  /// The path not chosen replaces the choice when its time per byte is this much lower.
+  static constexpr double kSwitchMargin = 0.1;
+  /// Timings per path that the median is taken over.
+  static constexpr uint32_t kWindow = 8;
 
-  /// The path for the next item of `dtype`.
-  ReadPath next(DType dtype);
+  /// The path for the next item of `dtype`; `explorer` for the one thread of a call that explores.
+  ReadPath next(DType dtype, bool explorer);
   /// Records that an item of `dtype` took `nanoseconds` for `bytes` on `path`.
   void record(DType dtype, ReadPath path, uint64_t bytes, double nanoseconds);
-  /// The path preferred now for `dtype` (the one with the lower time per byte; the mapping until
-  /// both paths are warm).
+  /// The path chosen now for `dtype`: the mapping until both paths are warm, then the faster one.
   ReadPath preferred(DType dtype) const;
 
   /// The process's chooser.
   static ReadPathChooser& instance();
 
  private:
-  struct PathTimes {
-    std::atomic<double> ns_per_byte{0};  ///< moving average, weight 1/8 per new timing
-    std::atomic<uint32_t> timings{0};
-  };
   struct Kind {
-    std::atomic<uint64_t> items{0};
-    std::array<PathTimes, 2> paths;
+    std::mutex mutex;                                          ///< guards the timings
+    std::array<std::array<double, kWindow>, 2> ns_per_byte{};  ///< each path's last timings, a ring
+    std::array<uint64_t, 2> timings{};                         ///< timings recorded per path
+    std::atomic<bool> warm{false};
+    std::atomic<uint8_t> choice{0};  ///< index of the chosen path (0: the mapping)
+    std::atomic<uint64_t> explorer_items{0};
   };
   static constexpr size_t kKinds = 64;
   const Kind& kind(DType dtype) const { return kinds_[static_cast<size_t>(dtype) % kKinds]; }

@@ -131,7 +131,9 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
   }
   ReadPathChooser& chooser = ReadPathChooser::instance();
   const bool measure = job.tuning.file_reads == FileReads::kMeasure;
-  const ReadPath path = measure ? chooser.next(job.matrix.dtype) : ReadPath::kFile;
+  // The arena's slot 0 (the calling thread) explores.
+  const bool explorer = tbb::this_task_arena::current_thread_index() == 0;
+  const ReadPath path = measure ? chooser.next(job.matrix.dtype, explorer) : ReadPath::kFile;
   const auto start = std::chrono::steady_clock::now();
   bool fair = true;
   if (path == ReadPath::kFile) {
