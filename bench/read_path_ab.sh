@@ -29,7 +29,7 @@ echo "|---|---|---|---|---|---|---|"
 for file in "$dir/f32.safetensors" "$dir/bf16.safetensors" "$dir/f16.safetensors" "$dir/q8_0.gguf" "$dir/q4_k.gguf" \
             "$scratch/f32-fresh-copy.safetensors"; do
   [ -f "$file" ] || continue
-  cat "$file" > /dev/null
+  cat "$file" > /dev/null  # resident as it is (index_bench.sh rebuilds it in 2 MiB folios first)
   declare -A times=([mapping]="" [pread]="" [measure]="")
   for ((r = 0; r < rounds; ++r)); do
     for mode in mapping pread measure; do times[$mode]+=" $(index_time "$mode" "$file")"; done

@@ -33,14 +33,18 @@ void ReadPathChooser::record(DType dtype, ReadPath path, uint64_t bytes, double 
   const size_t p = index_of(path);
   k.ns_per_byte[p][k.timings[p]++ % kWindow] = nanoseconds / static_cast<double>(bytes);
   if (k.timings[0] < kWarmup || k.timings[1] < kWarmup) return;
-  const auto median = [&](size_t i) {
-    std::array<double, kWindow> recent = k.ns_per_byte[i];
+  const auto estimate = [&](size_t i) {  // the mean without the slowest
     const size_t n = std::min<uint64_t>(k.timings[i], kWindow);
-    std::nth_element(recent.begin(), recent.begin() + n / 2, recent.begin() + n);
-    return recent[n / 2];
+    double sum = 0, slowest = 0;
+    for (size_t j = 0; j < n; ++j) {
+      sum += k.ns_per_byte[i][j];
+      slowest = std::max(slowest, k.ns_per_byte[i][j]);
+    }
+    return (sum - slowest) / static_cast<double>(n - 1);
   };
-  const size_t chosen = k.warm.load(std::memory_order_relaxed) ? k.choice.load(std::memory_order_relaxed) : 0;
-  if (median(1 - chosen) < median(chosen) * (1 - kSwitchMargin)) {
+  const size_t chosen = k.choice.load(std::memory_order_relaxed);
+  const double margin = chosen == 0 ? kFileMargin : 0.0;
+  if (estimate(1 - chosen) < estimate(chosen) * (1 - margin)) {
     k.choice.store(static_cast<uint8_t>(1 - chosen), std::memory_order_relaxed);
   }
   k.warm.store(true, std::memory_order_relaxed);

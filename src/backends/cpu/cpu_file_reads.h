@@ -5,15 +5,22 @@
 // thread summed a page-cached file at 10 GB/s through its mapping against 16 GB/s with pread into a
 // 1 MiB buffer, and a file written moments before (its page cache in 4 KiB pages) at 1.9 against
 // 14: indexing it ran 4x faster with pread. On the H200 machine's 16-core host the mapping was 40%
-// faster than pread. So the backend measures instead of assuming. One thread of each call explores:
-// its items alternate between the paths until each has a few timings, and later every
-// kRetryEvery-th of its items takes the path not chosen, so that a change (another file, the page
-// cache rebuilt) is noticed. Every other item takes the chosen path: the one with the lower time per
-// byte of the whole item, kernel included, per storage type (the median of each path's last kWindow
-// items: single items on a shared machine take up to 20 times their usual time), which must beat
-// the current choice by kSwitchMargin to replace it. Only the explorer thread grows a
-// staging buffer for a path that may lose. The choice never changes a result, only where the kernel
-// reads the same bytes from.
+// faster than pread. So the backend measures instead of assuming.
+//
+// One thread of each call (the arena's slot 0) explores: its items alternate between the paths
+// until each has kWarmup timings, and later every kRetryEvery-th of its items takes the path not
+// chosen, so that a change (another file, the page cache rebuilt) is noticed. All other items take
+// the chosen path, untimed: a thread reading the mapping beside the explorer's pread copies is
+// slowed by them, so its timings would favour pread. Each path's estimate is the mean time per byte (kernel included) of its last
+// kWindow items without the slowest: the mean is what the total follows (the mapping pays page
+// faults on every other item or so), and dropping the slowest keeps one stalled item (up to 20
+// times the usual time on a shared machine) from deciding. Storage types are timed apart. The
+// mapping is the default and needs no copy: pread must be kFileMargin faster to take its place
+// (closer than that, noise decides and the copy costs more than it saves), and gives it back as
+// soon as the mapping measures faster. Timing whole calls instead was tried and was worse: the
+// first calls of a process are not like the rest, and one comparison per 16 calls followed the
+// page cache too slowly. The choice never changes a result, only where the kernel reads the same
+// bytes from.
 #pragma once
 
 #include <array>
@@ -43,20 +50,20 @@ enum class FileReads : uint8_t {
 /// Chooses each eligible item's ReadPath from the timings of earlier items. Thread-safe.
 class ReadPathChooser {
  public:
-  /// Timings of each path before the faster one is preferred.
+  /// Timings of each path before the faster one may be chosen.
   static constexpr uint32_t kWarmup = 4;
-  /// One explorer item in this many takes the path not chosen, to notice when it becomes faster.
-  static constexpr uint64_t kRetryEvery = 64;
-  /// The path not chosen replaces the choice when its time per byte is this much lower.
-  static constexpr double kSwitchMargin = 0.1;
-  /// Timings per path that the median is taken over.
-  static constexpr uint32_t kWindow = 8;
+  /// One explorer item in this many takes the path not chosen.
+  static constexpr uint64_t kRetryEvery = 32;
+  /// pread replaces the mapping when its time per byte is this much lower.
+  static constexpr double kFileMargin = 0.25;
+  /// Timings per path that the estimate is taken over.
+  static constexpr uint32_t kWindow = 4;
 
   /// The path for the next item of `dtype`; `explorer` for the one thread of a call that explores.
   ReadPath next(DType dtype, bool explorer);
   /// Records that an item of `dtype` took `nanoseconds` for `bytes` on `path`.
   void record(DType dtype, ReadPath path, uint64_t bytes, double nanoseconds);
-  /// The path chosen now for `dtype`: the mapping until both paths are warm, then the faster one.
+  /// The path chosen now for `dtype`: the mapping until both paths are warm.
   ReadPath preferred(DType dtype) const;
 
   /// The process's chooser.

@@ -114,8 +114,9 @@ struct Job {
   ItemKernel kernel;
   HalvingKernel halving;
   uint64_t row_bytes;
-  FileRegion file;
-  TileStatsTuning tuning;
+  FileRegion file;  ///< descriptor -1 when the items read only the mapping
+  FileReads file_reads;
+  uint64_t min_file_read_bytes;
 };
 
 /// Runs the kernel on `item`, its rows first copied from the file when that path is taken
@@ -123,17 +124,17 @@ struct Job {
 /// False, with the failure recorded in the thread's scratch, when the file could not be read.
 bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
   const uint64_t bytes = (item.row_end - item.row_begin) * job.row_bytes;
-  const bool whole_rows = item.col_begin == 0 && item.col_end == job.matrix.cols;
-  if (job.file.descriptor < 0 || job.tuning.file_reads == FileReads::kNever || !whole_rows ||
-      bytes < job.tuning.min_file_read_bytes) {
+  if (job.file.descriptor < 0 || item.col_begin != 0 || item.col_end != job.matrix.cols ||
+      bytes < job.min_file_read_bytes) {
     job.kernel(item, state.scratch);
     return true;
   }
   ReadPathChooser& chooser = ReadPathChooser::instance();
-  const bool measure = job.tuning.file_reads == FileReads::kMeasure;
-  // The arena's slot 0 (the calling thread) explores.
-  const bool explorer = tbb::this_task_arena::current_thread_index() == 0;
+  const bool measure = job.file_reads == FileReads::kMeasure;
+  const bool explorer = tbb::this_task_arena::current_thread_index() == 0;  // the calling thread
   const ReadPath path = measure ? chooser.next(job.matrix.dtype, explorer) : ReadPath::kFile;
+  // Only the explorer's items are timed: both paths on one thread, against the same background
+  // (another thread's timings on the chosen path would include the explorer's copies slowing it).
   const auto start = std::chrono::steady_clock::now();
   bool fair = true;
   if (path == ReadPath::kFile) {
@@ -149,7 +150,7 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
     item.data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(stage) - item.row_begin * job.row_bytes);
   }
   job.kernel(item, state.scratch);
-  if (measure && fair) {
+  if (measure && explorer && fair) {
     const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
     chooser.record(job.matrix.dtype, path, bytes, took.count());
   }
@@ -248,6 +249,13 @@ void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared
                                     shared.squares.data() + tile_index * job.tile);
 }
 
+/// `file` when the view spans whole rows and items may read the file, else none.
+FileRegion whole_rows_of_file(const ops::MatrixView& matrix, const ops::ViewRange& range, FileRegion file,
+                              FileReads file_reads) {
+  if (range.col_begin != 0 || range.col_end != matrix.cols || file_reads == FileReads::kNever) return {};
+  return file;
+}
+
 }  // namespace
 
 Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
@@ -266,12 +274,14 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
                 pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes,
-                file, tuning};
+                whole_rows_of_file(matrix, range, file, tuning.file_reads), tuning.file_reads,
+                tuning.min_file_read_bytes};
   std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
+  const uint64_t items = job.plan.items();
 
   if (job.plan.row_chunks == 1) {
     arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, items), [&](const tbb::blocked_range<uint64_t>& r) {
         ThreadState& state = scratch->local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
           const uint64_t first_band = i / job.plan.column_items * job.plan.bands_per_item;
@@ -290,7 +300,7 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
     shared.squares.at_least(tiles * tile);
     shared.partials.assign(tiles * job.plan.row_chunks, TilePartial{});
     arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, job.plan.items()), [&](const tbb::blocked_range<uint64_t>& r) {
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, items), [&](const tbb::blocked_range<uint64_t>& r) {
         ThreadState& state = scratch->local();
         for (uint64_t i = r.begin(); i != r.end(); ++i) {
           // Items in memory order: band, row chunk, column group.
