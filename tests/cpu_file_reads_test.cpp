@@ -3,6 +3,7 @@
 // and a file that shrinks after it was mapped is an error naming the offset, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <cmath>
@@ -110,24 +111,71 @@ bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit
 TEST(ReadPathChooser, TheExplorerAlternatesUntilWarmThenEveryoneTakesTheChosenPath) {
   ReadPathChooser chooser;
   EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kMapping);  // nothing measured yet
+  // The explorer's first items settle on the mapping, untimed.
+  for (uint64_t i = 0; i < ReadPathChooser::kSettle; ++i) {
+    const ReadPathChooser::Pick pick = chooser.next(DType::kBF16, true);
+    EXPECT_EQ(pick.path, ReadPath::kMapping) << "item " << i;
+    EXPECT_FALSE(pick.timed) << "item " << i;
+  }
   for (uint32_t i = 0; i < 2 * ReadPathChooser::kWarmup; ++i) {
-    EXPECT_EQ(chooser.next(DType::kBF16, false), ReadPath::kMapping) << "item " << i;  // others wait
-    const ReadPath path = chooser.next(DType::kBF16, true);
-    EXPECT_EQ(path, i % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile) << "item " << i;
-    chooser.record(DType::kBF16, path, 1 << 20, path == ReadPath::kFile ? 1e5 : 3e5);
+    const ReadPathChooser::Pick other_thread = chooser.next(DType::kBF16, false);
+    EXPECT_EQ(other_thread.path, ReadPath::kMapping) << "item " << i;  // others wait, untimed
+    EXPECT_FALSE(other_thread.timed);
+    const ReadPathChooser::Pick pick = chooser.next(DType::kBF16, true);
+    EXPECT_EQ(pick.path, i % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile) << "item " << i;
+    EXPECT_TRUE(pick.timed);
+    chooser.record(DType::kBF16, pick.path, 1 << 20, pick.path == ReadPath::kFile ? 1e5 : 3e5);
   }
   EXPECT_EQ(chooser.preferred(DType::kBF16), ReadPath::kFile);
-  int others_mapping = 0, explorer_retries = 0;
-  for (uint64_t i = 0; i < 2 * ReadPathChooser::kRetryEvery; ++i) {
-    others_mapping += chooser.next(DType::kBF16, false) == ReadPath::kMapping;
-    explorer_retries += chooser.next(DType::kBF16, true) == ReadPath::kMapping;
+  // The explorer checks the mapping again after kFirstRetry items, then after gaps that double (no
+  // check is recorded here, so none starts a burst); the other threads never leave the choice.
+  int others_mapping = 0;
+  std::vector<uint64_t> checks;
+  for (uint64_t i = 0; i < 500; ++i) {
+    others_mapping += chooser.next(DType::kBF16, false).path == ReadPath::kMapping;
+    if (chooser.next(DType::kBF16, true).path == ReadPath::kMapping) checks.push_back(i);
   }
   EXPECT_EQ(others_mapping, 0);
-  EXPECT_EQ(explorer_retries, 2);
+  EXPECT_EQ(checks, (std::vector<uint64_t>{32, 96, 224, 480}));
   // Each storage type has its own timings: F32 has none and starts over.
   EXPECT_EQ(chooser.preferred(DType::kF32), ReadPath::kMapping);
-  EXPECT_EQ(chooser.next(DType::kF32, true), ReadPath::kMapping);
-  EXPECT_EQ(chooser.next(DType::kF32, true), ReadPath::kFile);
+  for (uint64_t i = 0; i < ReadPathChooser::kSettle; ++i) EXPECT_FALSE(chooser.next(DType::kF32, true).timed);
+  EXPECT_EQ(chooser.next(DType::kF32, true).path, ReadPath::kMapping);
+  EXPECT_EQ(chooser.next(DType::kF32, true).path, ReadPath::kFile);
+}
+
+TEST(ReadPathChooser, AFasterLookingCheckIsConfirmedOverAWholeWindowBeforeTheChoiceChanges) {
+  ReadPathChooser chooser;
+  double mapping_ns = 1e5, file_ns = 2e5;  // per 1 MiB item
+  std::vector<ReadPath> taken;             // the explorer's items, in order
+  const auto explore = [&](uint64_t items) {
+    for (uint64_t i = 0; i < items; ++i) {
+      const ReadPathChooser::Pick pick = chooser.next(DType::kF16, true);
+      if (pick.timed) chooser.record(DType::kF16, pick.path, 1 << 20, pick.path == ReadPath::kFile ? file_ns : mapping_ns);
+      taken.push_back(pick.path);
+    }
+  };
+  const auto file_items = [&](size_t from) { return std::count(taken.begin() + from, taken.end(), ReadPath::kFile); };
+  const size_t warm_at = ReadPathChooser::kSettle + 2 * ReadPathChooser::kWarmup;
+  explore(warm_at + 200);
+  EXPECT_EQ(chooser.preferred(DType::kF16), ReadPath::kMapping);
+  EXPECT_EQ(file_items(warm_at), 2);  // the checks at 32 and 96: slower, no burst
+  // pread becomes 4x faster. The next check (224 items after the choice) looks faster; the
+  // explorer's next kWindow - 1 items confirm it, and then pread is chosen.
+  file_ns = 0.25e5;
+  const size_t check_at = warm_at + 224;
+  explore(check_at - taken.size());
+  EXPECT_EQ(file_items(warm_at), 2);
+  EXPECT_EQ(chooser.preferred(DType::kF16), ReadPath::kMapping);
+  explore(ReadPathChooser::kWindow);
+  EXPECT_EQ(file_items(check_at), ReadPathChooser::kWindow);
+  EXPECT_EQ(chooser.preferred(DType::kF16), ReadPath::kFile);
+  // A new choice is checked again after kFirstRetry items (the check is slower: no burst).
+  const size_t chosen_at = taken.size();
+  explore(ReadPathChooser::kFirstRetry + 1);
+  EXPECT_EQ(std::count(taken.begin() + chosen_at, taken.end(), ReadPath::kMapping), 1);
+  EXPECT_EQ(taken.back(), ReadPath::kMapping);
+  EXPECT_EQ(chooser.preferred(DType::kF16), ReadPath::kFile);
 }
 
 TEST(ReadPathChooser, PreadMustBeClearlyFasterToReplaceTheMapping) {
@@ -174,8 +222,19 @@ TEST(CpuFileReads, CopyFromFileReadsTheBytesOrNamesTheOffsetWhereTheFileEnds) {
 TEST(CpuFileReads, EveryReadPathGivesTheReferenceBits) {
   // Whole-width views copy their items' rows from the file; column slices read the mapping; measured
   // calls mix both while the chooser warms up; the item sizes cover items owning whole tiles and
-  // items sharing a tile's rows.
+  // items sharing a tile's rows, and the piece sizes copies of one row, of a few rows and of a
+  // whole item.
   const uint64_t rows = 300, cols = 1024;
+  struct Reads {
+    FileReads mode;
+    uint64_t piece_bytes;
+  };
+  const Reads reads_cases[] = {{FileReads::kNever, cpu::kFilePieceBytes},
+                               {FileReads::kAlways, cpu::kFilePieceBytes},
+                               {FileReads::kAlways, 1},
+                               {FileReads::kAlways, 10000},
+                               {FileReads::kMeasure, cpu::kFilePieceBytes},
+                               {FileReads::kMeasure, 1}};
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const auto file = make_file_matrix(dtype, rows, cols, dtype == DType::kF32);
     for (uint32_t tile : {64u, 256u}) {
@@ -183,19 +242,19 @@ TEST(CpuFileReads, EveryReadPathGivesTheReferenceBits) {
                                          ops::ViewRange{0, rows, 256, cols}}) {
         std::vector<TM_TileStats> expected(ops::tile_grid(range, tile).count());
         ASSERT_TRUE(ops::tile_stats_reference(file->matrix, range, tile, expected).ok());
-        for (FileReads reads : {FileReads::kNever, FileReads::kAlways, FileReads::kMeasure}) {
+        for (const Reads reads : reads_cases) {
           for (uint64_t item_bytes : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 16}) {
             SCOPED_TRACE(std::string(dtype_name(dtype)) + " tile " + std::to_string(tile) + " rows from " +
                          std::to_string(range.row_begin) + " cols from " + std::to_string(range.col_begin) +
-                         " reads " + std::to_string(static_cast<int>(reads)) + " item bytes " +
-                         std::to_string(item_bytes));
+                         " reads " + std::to_string(static_cast<int>(reads.mode)) + " piece bytes " +
+                         std::to_string(reads.piece_bytes) + " item bytes " + std::to_string(item_bytes));
+            const cpu::TileStatsTuning tuning{item_bytes, reads.mode, 1, reads.piece_bytes};
             std::vector<TM_TileStats> out(expected.size());
-            const Status status = cpu::tile_stats(file->matrix, range, tile, out, 2, cpu::Isa::kBaseline,
-                                                  {item_bytes, reads, 1}, file->region());
+            const Status status =
+                cpu::tile_stats(file->matrix, range, tile, out, 2, cpu::Isa::kBaseline, tuning, file->region());
             ASSERT_TRUE(status.ok()) << status.to_string();
             EXPECT_TRUE(same_stats(expected, out));
-            ASSERT_TRUE(cpu::tile_stats(file->matrix, range, tile, out, 2, cpu::best_isa(), {item_bytes, reads, 1},
-                                        file->region()).ok());
+            ASSERT_TRUE(cpu::tile_stats(file->matrix, range, tile, out, 2, cpu::best_isa(), tuning, file->region()).ok());
             EXPECT_TRUE(same_stats(expected, out));
           }
         }
@@ -212,7 +271,7 @@ TEST(CpuFileReads, AMatrixWhoseFileShrankIsAnErrorNotACrash) {
   for (uint64_t item_bytes : {uint64_t{4096}, uint64_t{1} << 20}) {
     std::vector<TM_TileStats> out(ops::tile_grid({0, 256, 0, 1024}, 256).count());
     const Status status = cpu::tile_stats(file->matrix, {0, 256, 0, 1024}, 256, out, 2, cpu::Isa::kBaseline,
-                                          {item_bytes, FileReads::kAlways, 1}, file->region());
+                                          {item_bytes, FileReads::kAlways, 1, 4096}, file->region());
     EXPECT_EQ(status.code(), StatusCode::kIoError) << status.to_string();
     EXPECT_NE(status.message().find("offset"), std::string::npos) << status.to_string();
   }

@@ -17,13 +17,47 @@ constexpr ReadPath other(ReadPath path) { return path == ReadPath::kFile ? ReadP
 
 }  // namespace
 
-ReadPath ReadPathChooser::next(DType dtype, bool explorer) {
+ReadPathChooser::Pick ReadPathChooser::next(DType dtype, bool explorer) {
   const ReadPath chosen = preferred(dtype);
-  if (!explorer) return chosen;
+  if (!explorer) return {chosen, false};
   Kind& k = kind(dtype);
-  const uint64_t n = k.explorer_items.fetch_add(1, std::memory_order_relaxed);
-  if (!k.warm.load(std::memory_order_relaxed)) return n % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile;
-  return n % kRetryEvery == kRetryEvery - 1 ? other(chosen) : chosen;
+  const std::lock_guard lock(k.mutex);
+  const uint64_t n = k.explorer_items++;
+  if (n < kSettle) return {ReadPath::kMapping, false};
+  if (!k.warm.load(std::memory_order_relaxed)) return {(n - kSettle) % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile, true};
+  if (k.burst_left > 0) return {other(chosen), true};
+  if (n < k.next_check) return {chosen, true};
+  k.check_gap = std::min(2 * k.check_gap, kMaxRetryGap);
+  k.next_check = n + k.check_gap;
+  return {other(chosen), true};
+}
+
+namespace {
+
+/// A path's estimate from its ring of last timings: their mean without the slowest.
+double estimate(const std::array<double, ReadPathChooser::kWindow>& ring, uint64_t timings) {
+  const size_t n = std::min<uint64_t>(timings, ReadPathChooser::kWindow);
+  double sum = 0, slowest = 0;
+  for (size_t j = 0; j < n; ++j) {
+    sum += ring[j];
+    slowest = std::max(slowest, ring[j]);
+  }
+  return (sum - slowest) / static_cast<double>(n - 1);
+}
+
+/// The factor by which the path not chosen must beat the chosen one's estimate to replace it.
+double switch_factor(size_t chosen) { return chosen == 0 ? 1 - ReadPathChooser::kFileMargin : 1.0; }
+
+}  // namespace
+
+void ReadPathChooser::decide(Kind& k) {
+  const size_t chosen = k.choice.load(std::memory_order_relaxed);
+  const double chosen_estimate = estimate(k.ns_per_byte[chosen], k.timings[chosen]);
+  if (estimate(k.ns_per_byte[1 - chosen], k.timings[1 - chosen]) < chosen_estimate * switch_factor(chosen)) {
+    k.choice.store(static_cast<uint8_t>(1 - chosen), std::memory_order_relaxed);
+    k.next_check = k.explorer_items + kFirstRetry;  // a new choice is checked soon again
+    k.check_gap = kFirstRetry;
+  }
 }
 
 void ReadPathChooser::record(DType dtype, ReadPath path, uint64_t bytes, double nanoseconds) {
@@ -31,23 +65,22 @@ void ReadPathChooser::record(DType dtype, ReadPath path, uint64_t bytes, double 
   Kind& k = kind(dtype);
   const std::lock_guard lock(k.mutex);
   const size_t p = index_of(path);
-  k.ns_per_byte[p][k.timings[p]++ % kWindow] = nanoseconds / static_cast<double>(bytes);
+  const double ns_per_byte = nanoseconds / static_cast<double>(bytes);
+  k.ns_per_byte[p][k.timings[p]++ % kWindow] = ns_per_byte;
   if (k.timings[0] < kWarmup || k.timings[1] < kWarmup) return;
-  const auto estimate = [&](size_t i) {  // the mean without the slowest
-    const size_t n = std::min<uint64_t>(k.timings[i], kWindow);
-    double sum = 0, slowest = 0;
-    for (size_t j = 0; j < n; ++j) {
-      sum += k.ns_per_byte[i][j];
-      slowest = std::max(slowest, k.ns_per_byte[i][j]);
-    }
-    return (sum - slowest) / static_cast<double>(n - 1);
-  };
-  const size_t chosen = k.choice.load(std::memory_order_relaxed);
-  const double margin = chosen == 0 ? kFileMargin : 0.0;
-  if (estimate(1 - chosen) < estimate(chosen) * (1 - margin)) {
-    k.choice.store(static_cast<uint8_t>(1 - chosen), std::memory_order_relaxed);
+  if (!k.warm.load(std::memory_order_relaxed)) {
+    decide(k);
+    k.next_check = k.explorer_items + kFirstRetry;
+    k.warm.store(true, std::memory_order_relaxed);
+    return;
   }
-  k.warm.store(true, std::memory_order_relaxed);
+  const size_t chosen = k.choice.load(std::memory_order_relaxed);
+  if (p == chosen) return;
+  if (k.burst_left > 0) {
+    if (--k.burst_left == 0) decide(k);  // the window now holds the burst's timings only
+  } else if (ns_per_byte < estimate(k.ns_per_byte[chosen], k.timings[chosen]) * switch_factor(chosen)) {
+    k.burst_left = kWindow - 1;  // a check that looks faster: confirm it over a whole window
+  }
 }
 
 ReadPath ReadPathChooser::preferred(DType dtype) const {

@@ -117,6 +117,7 @@ struct Job {
   FileRegion file;  ///< descriptor -1 when the items read only the mapping
   FileReads file_reads;
   uint64_t min_file_read_bytes;
+  uint64_t file_piece_bytes;
 };
 
 /// Runs the kernel on `item`, its rows first copied from the file when that path is taken
@@ -132,25 +133,38 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
   ReadPathChooser& chooser = ReadPathChooser::instance();
   const bool measure = job.file_reads == FileReads::kMeasure;
   const bool explorer = tbb::this_task_arena::current_thread_index() == 0;  // the calling thread
-  const ReadPath path = measure ? chooser.next(job.matrix.dtype, explorer) : ReadPath::kFile;
+  const ReadPathChooser::Pick pick =
+      measure ? chooser.next(job.matrix.dtype, explorer) : ReadPathChooser::Pick{ReadPath::kFile, false};
+  const ReadPath path = pick.path;
   // Only the explorer's items are timed: both paths on one thread, against the same background
   // (another thread's timings on the chosen path would include the explorer's copies slowing it).
   const auto start = std::chrono::steady_clock::now();
   bool fair = true;
-  if (path == ReadPath::kFile) {
-    const size_t lines = (bytes + sizeof(StagingLine) - 1) / sizeof(StagingLine);
+  if (path == ReadPath::kMapping) {
+    job.kernel(item, state.scratch);
+  } else {
+    // The kernels merge each piece's rows into the item's slots and partials, as they do for the
+    // row chunks of a band, so the pieces give the item's result bit for bit.
+    const uint64_t piece_rows = std::max<uint64_t>(1, job.file_piece_bytes / job.row_bytes);
+    const uint64_t lines = (std::min(bytes, piece_rows * job.row_bytes) + sizeof(StagingLine) - 1) / sizeof(StagingLine);
     fair = lines <= state.staging.capacity();  // a buffer grown now faults its pages in: no fair timing
     std::byte* stage = state.staging.at_least(lines)->bytes;
-    Status copied = copy_from_file(job.file.descriptor, job.file.offset + item.row_begin * job.row_bytes, stage, bytes);
-    if (!copied.ok()) {
-      state.scratch.fail(std::move(copied));
-      return false;
+    ItemSpec piece = item;
+    for (uint64_t row = item.row_begin; row < item.row_end; row += piece_rows) {
+      piece.row_begin = row;
+      piece.row_end = std::min(item.row_end, row + piece_rows);
+      Status copied = copy_from_file(job.file.descriptor, job.file.offset + row * job.row_bytes, stage,
+                                     (piece.row_end - row) * job.row_bytes);
+      if (!copied.ok()) {
+        state.scratch.fail(std::move(copied));
+        return false;
+      }
+      // The kernels address row r at data + r * row_bytes: point data `row` rows before the copy.
+      piece.data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(stage) - row * job.row_bytes);
+      job.kernel(piece, state.scratch);
     }
-    // The kernels address row r at data + r * row_bytes: point data row_begin rows before the copy.
-    item.data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(stage) - item.row_begin * job.row_bytes);
   }
-  job.kernel(item, state.scratch);
-  if (measure && explorer && fair) {
+  if (pick.timed && fair) {
     const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
     chooser.record(job.matrix.dtype, path, bytes, took.count());
   }
@@ -275,7 +289,7 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
                 pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes,
                 whole_rows_of_file(matrix, range, file, tuning.file_reads), tuning.file_reads,
-                tuning.min_file_read_bytes};
+                tuning.min_file_read_bytes, tuning.file_piece_bytes};
   std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
   const uint64_t items = job.plan.items();
 
