@@ -69,20 +69,30 @@ Result<std::shared_ptr<const MappedFile>> Checkpoint::mapped(uint32_t file) cons
   return maps_[file];
 }
 
+namespace {
+
+/// FORMAT_ERROR naming the file and the tensor when the tensor's bytes run past the end of `map`.
+Status check_within(const MappedFile& map, const TensorInfo& tensor) {
+  uint64_t end = 0;
+  if (__builtin_add_overflow(tensor.offset, tensor.nbytes, &end) || end > map.size()) {
+    return Status::FormatError(map.path().string() + ": tensor '" + tensor.name + "' spans bytes [" +
+                               std::to_string(tensor.offset) + ", " + std::to_string(tensor.offset + tensor.nbytes) +
+                               ") beyond the end of the file (" + std::to_string(map.size()) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::span<const std::byte>> Checkpoint::tensor_bytes(const TensorInfo& tensor) const {
   TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
-  uint64_t end = 0;
-  if (__builtin_add_overflow(tensor.offset, tensor.nbytes, &end) || end > map->size()) {
-    return Status::FormatError(map->path().string() + ": tensor '" + tensor.name + "' spans bytes [" +
-                               std::to_string(tensor.offset) + ", " + std::to_string(tensor.offset + tensor.nbytes) +
-                               ") beyond the end of the file (" + std::to_string(map->size()) + " bytes)");
-  }
+  TM_RETURN_IF_ERROR(check_within(*map, tensor));
   return map->bytes().subspan(tensor.offset, tensor.nbytes);
 }
 
 Result<FileRegion> Checkpoint::tensor_region(const TensorInfo& tensor) const {
-  TM_RETURN_IF_ERROR(tensor_bytes(tensor).status());
   TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
+  TM_RETURN_IF_ERROR(check_within(*map, tensor));
   return map->region(tensor.offset);
 }
 

@@ -156,8 +156,8 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
   if (tensor.contiguous()) {
     if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
     out.bytes = stored.subspan(row_begin * row_bytes, (row_end - row_begin) * row_bytes);
-    TM_ASSIGN_OR_RETURN(out.file, checkpoint.tensor_region(tensor));
-    out.file.offset += row_begin * row_bytes;
+    TM_ASSIGN_OR_RETURN(const FileRegion whole, checkpoint.tensor_region(tensor));
+    out.file = band_region(whole, row_begin * row_bytes);
     return out;
   }
   const DTypeInfo& info = dtype_info(tensor.dtype);

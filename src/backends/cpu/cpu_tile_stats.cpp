@@ -263,13 +263,6 @@ void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared
                                     shared.squares.data() + tile_index * job.tile);
 }
 
-/// `file` when the view spans whole rows and items may read the file, else none.
-FileRegion whole_rows_of_file(const ops::MatrixView& matrix, const ops::ViewRange& range, FileRegion file,
-                              FileReads file_reads) {
-  if (range.col_begin != 0 || range.col_end != matrix.cols || file_reads == FileReads::kNever) return {};
-  return file;
-}
-
 }  // namespace
 
 Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
@@ -288,7 +281,7 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
                 pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes,
-                whole_rows_of_file(matrix, range, file, tuning.file_reads), tuning.file_reads,
+                tuning.file_reads == FileReads::kNever ? FileRegion{} : file, tuning.file_reads,
                 tuning.min_file_read_bytes, tuning.file_piece_bytes};
   std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
   const uint64_t items = job.plan.items();
