@@ -151,7 +151,9 @@ TEST(ReadPathChooser, AFasterLookingCheckIsConfirmedOverAWholeWindowBeforeTheCho
   const auto explore = [&](uint64_t items) {
     for (uint64_t i = 0; i < items; ++i) {
       const ReadPathChooser::Pick pick = chooser.next(DType::kF16, true);
-      if (pick.timed) chooser.record(DType::kF16, pick.path, 1 << 20, pick.path == ReadPath::kFile ? file_ns : mapping_ns);
+      if (pick.timed) {
+        chooser.record(DType::kF16, pick.path, 1 << 20, pick.path == ReadPath::kFile ? file_ns : mapping_ns);
+      }
       taken.push_back(pick.path);
     }
   };

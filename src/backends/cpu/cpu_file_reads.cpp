@@ -24,7 +24,9 @@ ReadPathChooser::Pick ReadPathChooser::next(DType dtype, bool explorer) {
   const std::lock_guard lock(k.mutex);
   const uint64_t n = k.explorer_items++;
   if (n < kSettle) return {ReadPath::kMapping, false};
-  if (!k.warm.load(std::memory_order_relaxed)) return {(n - kSettle) % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile, true};
+  if (!k.warm.load(std::memory_order_relaxed)) {
+    return {(n - kSettle) % 2 == 0 ? ReadPath::kMapping : ReadPath::kFile, true};
+  }
   if (k.burst_left > 0) return {other(chosen), true};
   if (n < k.next_check) return {chosen, true};
   k.check_gap = std::min(2 * k.check_gap, kMaxRetryGap);

@@ -11,24 +11,24 @@
 // take the mapping untimed: at the start of a process they measured 3x slower through the mapping
 // than the same items later (0.21-0.28 against 0.06-0.08 ns per byte for BF16 on the development
 // VM), which made pread look faster there for the first 30-odd items. Its next items alternate
-// between the paths until each has kWarmup timings, and the faster is chosen. Later, one of its items takes the path
-// not chosen after kFirstRetry items, then after twice as many, and so on up to kMaxRetryGap: a
-// check that keeps confirming the choice costs less and less (on the development VM a pread item
-// beside mapped ones cost 2-5x a mapped one, and one check in 32 items cost indexing 10%). A check
-// that measures faster than the chosen path's estimate starts a burst: the explorer's next
-// kWindow - 1 items take that path too, and when the window holds only fresh timings the choice is
-// made again; a change of choice starts the checks over at kFirstRetry. All other items take the
-// chosen path, untimed: a thread reading the mapping beside the explorer's pread copies is slowed
-// by them, so its timings would favour pread. Each path's estimate is the mean time per byte
-// (kernel included) of its last kWindow items without the slowest: the mean is what the total
-// follows (the mapping pays page faults on every other item or so), and dropping the slowest keeps
-// one stalled item (up to 20 times the usual time on a shared machine) from deciding. Storage types
-// are timed apart. The mapping is the default and needs no copy: pread must be kFileMargin faster
-// to take its place (closer than that, noise decides and the copy costs more than it saves), and
-// gives it back as soon as the mapping measures faster. Timing whole calls instead was tried and
-// was worse: the first calls of a process are not like the rest, and one comparison per 16 calls
-// followed the page cache too slowly. The choice never changes a result, only where the kernel
-// reads the same bytes from.
+// between the paths until each has kWarmup timings, and the faster is chosen. After kFirstRetry
+// more items one takes the path not chosen, then after twice as many, and so on up to
+// kMaxRetryGap: a check that keeps confirming the choice costs less and less (on the development
+// VM a pread item beside mapped ones cost 2-5x a mapped one, and a check every 32 items cost
+// indexing 10%). A check that measures faster than the chosen path's estimate starts a burst: the
+// explorer's next kWindow - 1 items take that path too, and when the window holds only fresh
+// timings the choice is made again; a change of choice starts the checks over at kFirstRetry.
+// All other items take the chosen path, untimed: a thread reading the mapping beside the
+// explorer's pread copies is slowed by them, so its timings would favour pread. Each path's
+// estimate is the mean time per byte (kernel included) of its last kWindow items without the
+// slowest: the mean is what the total follows (the mapping pays page faults on every other item or
+// so), and dropping the slowest keeps one stalled item (up to 20 times the usual time on a shared
+// machine) from deciding. Storage types are timed apart. The mapping is the default and needs no
+// copy: pread must be kFileMargin faster to take its place (closer than that, noise decides and
+// the copy costs more than it saves), and gives it back as soon as the mapping measures faster.
+// Timing whole calls instead was tried and was worse: the first calls of a process are not like
+// the rest, and one comparison per 16 calls followed the page cache too slowly. The choice never
+// changes a result, only where the kernel reads the same bytes from.
 #pragma once
 
 #include <array>

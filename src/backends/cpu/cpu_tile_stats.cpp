@@ -146,7 +146,8 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
     // The kernels merge each piece's rows into the item's slots and partials, as they do for the
     // row chunks of a band, so the pieces give the item's result bit for bit.
     const uint64_t piece_rows = std::max<uint64_t>(1, job.file_piece_bytes / job.row_bytes);
-    const uint64_t lines = (std::min(bytes, piece_rows * job.row_bytes) + sizeof(StagingLine) - 1) / sizeof(StagingLine);
+    const uint64_t piece_bytes = std::min(bytes, piece_rows * job.row_bytes);
+    const uint64_t lines = (piece_bytes + sizeof(StagingLine) - 1) / sizeof(StagingLine);
     fair = lines <= state.staging.capacity();  // a buffer grown now faults its pages in: no fair timing
     std::byte* stage = state.staging.at_least(lines)->bytes;
     ItemSpec piece = item;
