@@ -86,9 +86,11 @@ class Checkpoint {
   Result<FileRegion> tensor_region(const TensorInfo& tensor) const;
   /// Decodes the whole tensor to float32 in row-major order (gathers strided views).
   Result<std::vector<float>> decode_f32(const TensorInfo& tensor) const;
+  /// The mapping of files()[file], made on first use and shared with tensor_bytes. Fails when
+  /// the file changed size since the checkpoint was opened.
+  Result<std::shared_ptr<const MappedFile>> mapped(uint32_t file) const;
 
  private:
-  Result<std::shared_ptr<const MappedFile>> mapped(uint32_t file) const;
 
   CheckpointFormat format_;
   std::filesystem::path path_;

@@ -6,7 +6,6 @@
 
 #include <xxhash.h>
 
-#include "tensormorph/mapped_file.h"
 
 namespace tensormorph::index {
 
@@ -15,16 +14,21 @@ constexpr uint64_t kHeadBytes = 1 << 20;
 constexpr uint64_t kTailBytes = 64 << 10;
 }  // namespace
 
-Result<FileIdentity> identify_file(const std::filesystem::path& file, const std::filesystem::path& index_dir) {
+Result<FileIdentity> identify_file(const MappedFile& file, const std::filesystem::path& index_dir) {
   FileIdentity id;
+  // The descriptor the bytes are read through, not the path: a file replaced since it was opened
+  // is described as the file that is indexed.
   struct stat st {};
-  if (::stat(file.c_str(), &st) != 0) return Status::IoError(file.string() + ": cannot stat");
+  const int descriptor = file.region(0).descriptor;
+  if ((descriptor >= 0 ? ::fstat(descriptor, &st) : ::stat(file.path().c_str(), &st)) != 0) {
+    return Status::IoError(file.path().string() + ": cannot stat");
+  }
   id.size = static_cast<uint64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  // Hashed in place through a mapping: reading the head into a fresh buffer page-faulted a MiB of
-  // memory per file, a visible share of indexing a small checkpoint on a virtual machine.
-  TM_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(file));
-  const std::span<const std::byte> bytes = mapped->bytes().first(std::min(id.size, mapped->size()));
+  // Hashed in place through the checkpoint's own mapping: reading the head into a fresh buffer
+  // page-faulted a MiB of memory per file, a visible share of indexing a small checkpoint on a
+  // virtual machine, and a mapping of its own faulted the same pages in twice.
+  const std::span<const std::byte> bytes = file.bytes().first(std::min(id.size, file.size()));
   const uint64_t head = std::min<uint64_t>(bytes.size(), kHeadBytes);
   const uint64_t tail_start = bytes.size() > kTailBytes ? std::max(head, bytes.size() - kTailBytes) : head;
   XXH64_state_t* state = XXH64_createState();
@@ -34,7 +38,7 @@ Result<FileIdentity> identify_file(const std::filesystem::path& file, const std:
   id.header_hash = XXH64_digest(state);
   XXH64_freeState(state);
   std::error_code ec;
-  auto absolute_file = std::filesystem::absolute(file, ec).lexically_normal();
+  auto absolute_file = std::filesystem::absolute(file.path(), ec).lexically_normal();
   auto absolute_dir = std::filesystem::absolute(index_dir, ec).lexically_normal();
   auto relative = absolute_file.lexically_relative(absolute_dir);
   id.path = (!relative.empty() && relative.native().rfind("..", 0) != 0) ? relative.string() : absolute_file.string();

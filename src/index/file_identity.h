@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tensormorph/mapped_file.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::index {
@@ -20,7 +21,8 @@ struct FileIdentity {
   bool operator==(const FileIdentity&) const = default;
 };
 
-/// Reads the identity of `file`, recording its path relative to `index_dir` when it lies below it.
-Result<FileIdentity> identify_file(const std::filesystem::path& file, const std::filesystem::path& index_dir);
+/// The identity of the mapped `file` (size and time from its open descriptor, the hash from its
+/// mapping), recording its path relative to `index_dir` when it lies below it.
+Result<FileIdentity> identify_file(const MappedFile& file, const std::filesystem::path& index_dir);
 
 }  // namespace tensormorph::index

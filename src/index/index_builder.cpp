@@ -79,8 +79,9 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
 
   IndexContents now;
   now.tile = options.tile;
-  for (const SourceFile& f : checkpoint.files()) {
-    TM_ASSIGN_OR_RETURN(FileIdentity id, identify_file(f.path, index_dir));
+  for (uint32_t file = 0; file < checkpoint.files().size(); ++file) {
+    TM_ASSIGN_OR_RETURN(const auto map, checkpoint.mapped(file));
+    TM_ASSIGN_OR_RETURN(FileIdentity id, identify_file(*map, index_dir));
     now.files.push_back(std::move(id));
   }
   IndexContents old;
