@@ -135,12 +135,11 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
   const bool explorer = tbb::this_task_arena::current_thread_index() == 0;  // the calling thread
   const ReadPathChooser::Pick pick =
       measure ? chooser.next(job.matrix.dtype, explorer) : ReadPathChooser::Pick{ReadPath::kFile, false};
-  const ReadPath path = pick.path;
   // Only the explorer's items are timed: both paths on one thread, against the same background
   // (another thread's timings on the chosen path would include the explorer's copies slowing it).
   const auto start = std::chrono::steady_clock::now();
   bool fair = true;
-  if (path == ReadPath::kMapping) {
+  if (pick.path == ReadPath::kMapping) {
     job.kernel(item, state.scratch);
   } else {
     // The kernels merge each piece's rows into the item's slots and partials, as they do for the
@@ -167,7 +166,7 @@ bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
   }
   if (pick.timed && fair) {
     const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
-    chooser.record(job.matrix.dtype, path, bytes, took.count());
+    chooser.record(job.matrix.dtype, pick.path, bytes, took.count());
   }
   return true;
 }
