@@ -40,6 +40,12 @@ std::map<std::string, double>& in_cache_results() {
   return r;
 }
 
+/// One-core in-cache G elements/s by dtype, then by instruction set.
+std::map<std::string, std::map<std::string, double>>& isa_results() {
+  static std::map<std::string, std::map<std::string, double>> r;
+  return r;
+}
+
 /// splitmix64: fast, good enough for filling benchmark data.
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -169,15 +175,20 @@ const Matrix& cached_matrix(DType dtype) {
 }
 
 /// Runs tm.tile_stats@1 over all of `m` with `threads` threads (0: all) for every benchmark
-/// iteration; returns the seconds spent inside execute.
-double run_tile_stats(benchmark::State& state, const Matrix& m, uint32_t tile, uint32_t threads) {
+/// iteration on a CPU backend created with `options`; returns the seconds spent inside execute
+/// (0 when the backend cannot be created, e.g. an instruction set this CPU lacks).
+double run_tile_stats(benchmark::State& state, const Matrix& m, uint32_t tile, uint32_t threads,
+                      const std::string& options = "") {
   const TM_PluginApi* api = tm_cpu_backend_get_api(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
   TM_BackendCreateArgs args{};
   args.struct_size = sizeof args;
-  args.options = "bandwidth_gbps=10";  // the estimate is not used here: skip the calibration
+  // The estimate is not used here: a fixed bandwidth skips the calibration.
+  const std::string all_options = "bandwidth_gbps=10" + (options.empty() ? "" : ";" + options);
+  args.options = all_options.c_str();
   TM_Backend* backend = nullptr;
-  if (api->backend_create(&args, &backend) != nullptr) {
-    state.SkipWithError("cannot create the cpu backend");
+  if (TM_Error* error = api->backend_create(&args, &backend); error != nullptr) {
+    state.SkipWithError(api->error_message(error));
+    api->error_destroy(error);
     return 0;
   }
   const uint64_t grid_rows = (m.rows + tile - 1) / tile, grid_cols = (m.cols + tile - 1) / tile;
@@ -252,6 +263,18 @@ void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
   in_cache_results()[std::string(dtype_name(dtype))] = elements / seconds / 1e9;
 }
 
+/// BM_TileStatsOneCoreInCache with the kernels of instruction set `isa` (baseline, avx2, avx512):
+/// the closing table sets each against the fastest set of the same dtype, so that a set whose
+/// code the compiler lowered badly stands out (AVX2's BF16 ran at 29% of AVX-512's until session 14).
+void BM_TileStatsOneCoreInCacheIsa(benchmark::State& state, DType dtype, const char* isa) {
+  const Matrix m = make_matrix(dtype, 512 * 1024, 4096);
+  const double seconds = run_tile_stats(state, m, 256, 1, std::string("isa=") + isa);
+  if (seconds <= 0) return;
+  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
+  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
+  isa_results()[std::string(dtype_name(dtype))][isa] = elements / seconds / 1e9;
+}
+
 /// One core over a narrow F32 matrix in cache ([n, W]: the view of a 3x3 convolution is [n, 3], of
 /// a 1x1 one [n, 1]), G elements/s: against BM_TileStatsOneCoreInCache, what narrow rows cost.
 void BM_TileStatsNarrowOneCoreInCache(benchmark::State& state) {
@@ -277,6 +300,15 @@ BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, BF16, DType::kBF16)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F16, DType::kF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q8_0, DType::kQ8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q4_K, DType::kQ4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
+#define TM_ISA_BENCHMARKS(NAME, DTYPE)                                                                          \
+  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/baseline, DTYPE, "baseline")->Unit(benchmark::kMicrosecond)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/avx2, DTYPE, "avx2")->Unit(benchmark::kMicrosecond)->UseRealTime();         \
+  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/avx512, DTYPE, "avx512")->Unit(benchmark::kMicrosecond)->UseRealTime()
+TM_ISA_BENCHMARKS(F32, DType::kF32);
+TM_ISA_BENCHMARKS(BF16, DType::kBF16);
+TM_ISA_BENCHMARKS(F16, DType::kF16);
+TM_ISA_BENCHMARKS(Q8_0, DType::kQ8_0);
+TM_ISA_BENCHMARKS(Q4_K, DType::kQ4_K);
 BENCHMARK(BM_TileStatsNarrowOneCoreInCache)->Arg(1)->Arg(2)->Arg(3)->Arg(8)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F32, DType::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, BF16, DType::kBF16)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -310,6 +342,20 @@ int main(int argc, char** argv) {
     // Narrow views against the wide F32 matrix of the same run.
     if (dtype.starts_with("F32 [") && wide_f32 != in_cache.end() && wide_f32->second > 0) {
       std::printf("  (%3.0f%% of wide F32)", 100.0 * gelems / wide_f32->second);
+    }
+    std::printf("\n");
+  }
+  // Each instruction set against the fastest of its dtype. Limit: AVX2 at least half of AVX-512
+  // (512-bit vectors at most double the lanes; Zen 4 runs them as two 256-bit halves).
+  for (const auto& [dtype, by_isa] : tensormorph::isa_results()) {
+    double best = 0;
+    for (const auto& [isa, gelems] : by_isa) best = std::max(best, gelems);
+    std::printf("one core, in cache, T=256: %-5s", dtype.c_str());
+    for (const auto& [isa, gelems] : by_isa) std::printf("  %s %5.2f (%3.0f%%)", isa.c_str(), gelems, 100.0 * gelems / best);
+    const auto avx2 = by_isa.find("avx2"), avx512 = by_isa.find("avx512");
+    if (avx2 != by_isa.end() && avx512 != by_isa.end()) {
+      const double ratio = avx2->second / avx512->second;
+      std::printf("  avx2/avx512 %.2f, limit 0.50: %s", ratio, ratio >= 0.5 ? "met" : "MISSED");
     }
     std::printf("\n");
   }

@@ -709,17 +709,22 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const auto bytes = random_storage(dtype, rows * cols, true, 11);
     const MatrixView m{dtype, bytes, rows, cols};
-    for (uint32_t tile : {8u, 128u, 1024u}) {
-      const ViewRange range{1, rows, 3, cols - 2};
-      const auto expected = reference_stats(m, range, tile);
-      for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
-        if (!cpu::isa_supported(isa)) continue;
-        for (uint64_t item_bytes : {uint64_t{0}, uint64_t{1} << 10, uint64_t{1} << 14}) {
-          SCOPED_TRACE(std::string(dtype_name(dtype)) + " tile " + std::to_string(tile) + " " +
-                       std::string(cpu::isa_name(isa)) + " item bytes " + std::to_string(item_bytes));
-          std::vector<TM_TileStats> out(expected.size());
-          ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa, {item_bytes}).ok());
-          EXPECT_TRUE(same_stats(expected, out));
+    // The last tile column 1019, 5, 12 or 20 wide: segments past, and short of, every instruction
+    // set's vector of 16-bit words (8, 16 or 32 lanes).
+    for (uint64_t width : {cols - 5, uint64_t{128 + 5}, uint64_t{128 + 12}, uint64_t{128 + 20}}) {
+      for (uint32_t tile : {8u, 128u, 1024u}) {
+        const ViewRange range{1, rows, 3, 3 + width};
+        const auto expected = reference_stats(m, range, tile);
+        for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+          if (!cpu::isa_supported(isa)) continue;
+          for (uint64_t item_bytes : {uint64_t{0}, uint64_t{1} << 10, uint64_t{1} << 14}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " width " + std::to_string(width) + " tile " +
+                         std::to_string(tile) + " " + std::string(cpu::isa_name(isa)) + " item bytes " +
+                         std::to_string(item_bytes));
+            std::vector<TM_TileStats> out(expected.size());
+            ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa, {item_bytes}).ok());
+            EXPECT_TRUE(same_stats(expected, out));
+          }
         }
       }
     }

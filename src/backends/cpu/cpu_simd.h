@@ -43,6 +43,7 @@ typedef uint64_t u64x4 __attribute__((vector_size(32)));
 typedef int64_t i64x4 __attribute__((vector_size(32)));
 typedef int64_t i64x8 __attribute__((vector_size(64)));
 typedef int16_t i16x32 __attribute__((vector_size(64)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x16 __attribute__((vector_size(64)));
 typedef double f64x8 __attribute__((vector_size(64)));
 typedef double f64x4 __attribute__((vector_size(32)));
@@ -183,6 +184,10 @@ TM_CPU_INLINE V fold_lane_bytes(V v, const Op& op) {
 
 /// Conversions written as plain vector code (any instruction set).
 struct PortableConvert {
+  /// The widest vector of 16-bit lanes the instruction set holds in one register (128 bits for
+  /// the baseline: SSE2, NEON), and its bytes as 32-bit lanes; see StoredStats for why.
+  using Words = i16x8;
+  using WordPairs = i32x4;
   /// The low 8 of 16 signed bytes -> 8 floats, exact.
   TM_CPU_INLINE static f32x8 bytes8(const i8x16& v) {
     return __builtin_convertvector(
@@ -257,6 +262,8 @@ struct PortableConvert {
 /// NaN comes out quiet, which changes nothing here: any NaN sends its tile to the reference code.
 /// Only inlined into functions compiled with TM_TARGET_AVX2 or TM_TARGET_AVX512.
 struct Avx2Convert : PortableConvert {
+  using Words = i16x16;
+  using WordPairs = i32x8;
   /// One vpmovzxwd (GCC 12 lowers the generic conversion to four instructions).
   TM_CPU_INLINE static u32x8 widen_u16(const u16x8& v) { return bits<u32x8>(__builtin_ia32_pmovzxwd256(bits<i16x8>(v))); }
   /// One vpmovzxbd.
@@ -297,6 +304,8 @@ struct Avx2Convert : PortableConvert {
 /// AVX-512: one vcvtps2pd zmm per 8 floats (GCC 12 lowers the generic conversion to four
 /// instructions). Only inlined into functions compiled with TM_TARGET_AVX512.
 struct Avx512Convert : Avx2Convert {
+  using Words = i16x32;
+  using WordPairs = i32x16;
   TM_CPU_INLINE static f64x8 widen(const f32x8& v) { return __builtin_ia32_cvtps2pd512_mask(v, f64x8{}, static_cast<char>(-1), 4); }
   /// One vcvtdq2pd zmm.
   TM_CPU_INLINE static f64x8 widen(const i32x8& v) { return __builtin_ia32_cvtdq2pd512_mask(v, f64x8{}, static_cast<char>(-1)); }

@@ -79,22 +79,29 @@ struct HalfBits {
   }
 };
 
-/// Statistics of 16-bit float storage (bfloat16, half) observed on the stored bits, 32 lanes per
-/// vector, in one pass over each segment ahead of its tree; the leaves then only widen. Observing
-/// the widened floats at the leaves takes 8 lanes per operation and measured ~1.17x slower on one
-/// Zen 4 core. (The same pass over float32 storage, 16 lanes, measured 6% slower than observing
-/// at the leaves, so float32 keeps LaneStats.) Both formats are sign-magnitude: order_key's
-/// formula on 16 bits orders them, NaN beyond ±Inf.
-template <typename Format>
+/// Statistics of 16-bit float storage (bfloat16, half) observed on the stored bits, in one pass
+/// over each segment ahead of its tree; the leaves then only widen. `Words` is the instruction
+/// set's widest vector of 16-bit lanes (32 with AVX-512, 16 with AVX2) and `WordPairs` the same
+/// bytes as 32-bit lanes. Observing the widened floats at the leaves takes 8 lanes per operation
+/// and measured ~1.17x slower on one Zen 4 core. (The same pass over float32 storage, 16 lanes,
+/// measured 6% slower than observing at the leaves, so float32 keeps LaneStats.) Both formats
+/// are sign-magnitude: order_key's formula on 16 bits orders them, NaN beyond ±Inf.
+/// A vector wider than the instruction set's (64 bytes under AVX2) is not split cleanly by GCC 12:
+/// its selects went lane by lane through general registers, 10 instructions per element, and
+/// made AVX2's BF16 and F16 indexing 3.5x slower than AVX-512's (session 14).
+template <typename Format, typename Words, typename WordPairs>
 struct StoredStats {
-  i16x32 min_key;
-  i16x32 max_key;
-  i32x16 minus_zeros;  ///< minus the zeros seen, per pair of 16-bit lanes
+  static constexpr int kWords = sizeof(Words) / sizeof(int16_t);  ///< 16-bit lanes per vector
+  static_assert(sizeof(WordPairs) == sizeof(Words));
+
+  Words min_key;
+  Words max_key;
+  WordPairs minus_zeros;  ///< minus the zeros seen, per pair of 16-bit lanes
 
   static constexpr bool kAtLeaves = false;  ///< observes whole segments ahead of the tree
 
   TM_CPU_INLINE static StoredStats fresh() {
-    return {i16x32{} + int16_t{INT16_MAX}, i16x32{} + int16_t{INT16_MIN}, i32x16{}};
+    return {Words{} + int16_t{INT16_MAX}, Words{} + int16_t{INT16_MIN}, WordPairs{}};
   }
 
   TM_CPU_INLINE void leaf(const f32x8&) {}
@@ -102,56 +109,56 @@ struct StoredStats {
 
   /// Observes the `w` stored elements of a segment.
   TM_CPU_INLINE void segment(const uint16_t* src, uint32_t w) {
-    i16x32 minus_zeros16 = {};  // per segment: at most 4096 / 32 per lane, no overflow
+    Words minus_zeros16 = {};  // per segment: at most 4096 / 8 per lane, no overflow
     uint32_t i = 0;
-    for (; i + 32 <= w; i += 32) observe(load<i16x32>(src + i), minus_zeros16);
+    for (; i + kWords <= w; i += kWords) observe(load<Words>(src + i), minus_zeros16);
     if (i < w) {
-      const i16x32 lane = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
-                           16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-      const auto seen = static_cast<int16_t>(32 - (w - i));
-      if (w >= 32) {
-        // The segment's last 32 elements, of which the first `seen` were observed above.
-        observe_masked(load<i16x32>(src + w - 32), lane >= seen, minus_zeros16);
+      Words lane;
+      for (int k = 0; k < kWords; ++k) lane[k] = static_cast<int16_t>(k);
+      const auto seen = static_cast<int16_t>(kWords - (w - i));
+      if (w >= kWords) {
+        // The segment's last kWords elements, of which the first `seen` were observed above.
+        observe_masked(load<Words>(src + w - kWords), lane >= seen, minus_zeros16);
       } else {
-        uint16_t tail[32] = {};
+        uint16_t tail[kWords] = {};
         std::memcpy(tail, src, w * sizeof(uint16_t));
-        observe_masked(load<i16x32>(tail), lane < static_cast<int16_t>(w), minus_zeros16);
+        observe_masked(load<Words>(tail), lane < static_cast<int16_t>(w), minus_zeros16);
       }
     }
-    const i32x16 pairs = bits<i32x16>(minus_zeros16);
+    const WordPairs pairs = bits<WordPairs>(minus_zeros16);
     minus_zeros += ((pairs << 16) >> 16) + (pairs >> 16);
   }
 
   /// Folds the lanes into a tile's scalar partial (keys become float32 order keys).
   TM_CPU_INLINE void fold(TilePartial& partial) const {
     int16_t lo = min_key[0], hi = max_key[0];
-    for (int i = 1; i < 32; ++i) {
+    for (int i = 1; i < kWords; ++i) {
       lo = std::min<int16_t>(lo, min_key[i]);
       hi = std::max<int16_t>(hi, max_key[i]);
     }
     partial.min_key = std::min(partial.min_key, float_key(lo));
     partial.max_key = std::max(partial.max_key, float_key(hi));
     int64_t zeros = 0;
-    for (int i = 0; i < 16; ++i) zeros -= minus_zeros[i];
+    for (int i = 0; i < kWords / 2; ++i) zeros -= minus_zeros[i];
     partial.zeros += static_cast<uint64_t>(zeros);
   }
 
  private:
-  TM_CPU_INLINE static i16x32 key_of(const i16x32& x) { return x ^ ((x >> 15) & 0x7fff); }
+  TM_CPU_INLINE static Words key_of(const Words& x) { return x ^ ((x >> 15) & 0x7fff); }
 
   /// Extremes of the keys, and zeros (either sign).
-  TM_CPU_INLINE void observe(const i16x32& x, i16x32& minus_zeros16) {
-    const i16x32 key = key_of(x);
+  TM_CPU_INLINE void observe(const Words& x, Words& minus_zeros16) {
+    const Words key = key_of(x);
     min_key = key < min_key ? key : min_key;
     max_key = key > max_key ? key : max_key;
     minus_zeros16 = (x & 0x7fff) == 0 ? minus_zeros16 - 1 : minus_zeros16;  // one masked subtract
   }
 
   /// Like observe() for lanes where `valid` is all ones; other lanes are ignored.
-  TM_CPU_INLINE void observe_masked(const i16x32& x, const i16x32& valid, i16x32& minus_zeros16) {
-    const i16x32 key = key_of(x);
-    const i16x32 min_lane = valid != 0 ? key : i16x32{} + int16_t{INT16_MAX};
-    const i16x32 max_lane = valid != 0 ? key : i16x32{} + int16_t{INT16_MIN};
+  TM_CPU_INLINE void observe_masked(const Words& x, const Words& valid, Words& minus_zeros16) {
+    const Words key = key_of(x);
+    const Words min_lane = valid != 0 ? key : Words{} + int16_t{INT16_MAX};
+    const Words max_lane = valid != 0 ? key : Words{} + int16_t{INT16_MIN};
     min_key = min_lane < min_key ? min_lane : min_key;
     max_key = max_lane > max_key ? max_lane : max_key;
     minus_zeros16 += ((x & 0x7fff) == 0) & valid;
@@ -175,11 +182,11 @@ struct StatsOf {
 
 template <typename Convert>
 struct StatsOf<BF16Source<Convert>> {
-  using type = StoredStats<BrainBits>;
+  using type = StoredStats<BrainBits, typename Convert::Words, typename Convert::WordPairs>;
 };
 template <typename Convert>
 struct StatsOf<F16Source<Convert>> {
-  using type = StoredStats<HalfBits>;
+  using type = StoredStats<HalfBits, typename Convert::Words, typename Convert::WordPairs>;
 };
 
 /// One row segment of `w` (1..tile) stored elements.
