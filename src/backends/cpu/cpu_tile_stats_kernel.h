@@ -88,7 +88,7 @@ struct HalfBits {
 /// are sign-magnitude: order_key's formula on 16 bits orders them, NaN beyond ±Inf.
 /// A vector wider than the instruction set's (64 bytes under AVX2) is not split cleanly by GCC 12:
 /// its selects went lane by lane through general registers, 10 instructions per element, and
-/// made AVX2's BF16 and F16 indexing 3.5x slower than AVX-512's (session 14).
+/// made AVX2's BF16 and F16 indexing about 3x slower than AVX-512's (session 14).
 template <typename Format, typename Words, typename WordPairs>
 struct StoredStats {
   static constexpr int kWords = sizeof(Words) / sizeof(int16_t);  ///< 16-bit lanes per vector
