@@ -253,14 +253,23 @@ void BM_TileStats(benchmark::State& state, DType dtype) {
   results()[std::string(dtype_name(dtype)) + " T=" + std::to_string(tile)] = bytes / seconds / 1e9;
 }
 
+/// One thread over all of `m` at T = 256 on a backend created with `options`: sets the "Gelem/s"
+/// counter and returns it (0 when the backend could not be created and the run was skipped).
+double one_core_gelems(benchmark::State& state, const Matrix& m, const std::string& options = "") {
+  const double seconds = run_tile_stats(state, m, 256, 1, options);
+  if (seconds <= 0) return 0;
+  const double gelems = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["Gelem/s"] = benchmark::Counter(gelems);
+  return gelems;
+}
+
 /// One core over a matrix that stays in its L2 cache (T = 256): the kernel's arithmetic ceiling in
 /// G elements/s, with memory out of the picture.
 void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
   const Matrix m = make_matrix(dtype, 512 * 1024, 4096);
-  const double seconds = run_tile_stats(state, m, 256, 1);
-  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
-  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
-  in_cache_results()[std::string(dtype_name(dtype))] = elements / seconds / 1e9;
+  if (const double gelems = one_core_gelems(state, m); gelems > 0) {
+    in_cache_results()[std::string(dtype_name(dtype))] = gelems;
+  }
 }
 
 /// BM_TileStatsOneCoreInCache with the kernels of instruction set `isa` (baseline, avx2, avx512):
@@ -269,31 +278,27 @@ void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
 /// session 14).
 void BM_TileStatsOneCoreInCacheIsa(benchmark::State& state, DType dtype, const char* isa) {
   const Matrix m = make_matrix(dtype, 512 * 1024, 4096);
-  const double seconds = run_tile_stats(state, m, 256, 1, std::string("isa=") + isa);
-  if (seconds <= 0) return;
-  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
-  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
-  isa_results()[std::string(dtype_name(dtype))][isa] = elements / seconds / 1e9;
+  if (const double gelems = one_core_gelems(state, m, std::string("isa=") + isa); gelems > 0) {
+    isa_results()[std::string(dtype_name(dtype))][isa] = gelems;
+  }
 }
 
 /// One core over a narrow F32 matrix in cache ([n, W]: the view of a 3x3 convolution is [n, 3], of
 /// a 1x1 one [n, 1]), G elements/s: against BM_TileStatsOneCoreInCache, what narrow rows cost.
 void BM_TileStatsNarrowOneCoreInCache(benchmark::State& state) {
   const Matrix m = make_matrix(DType::kF32, 512 * 1024, static_cast<uint64_t>(state.range(0)));
-  const double seconds = run_tile_stats(state, m, 256, 1);
-  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
-  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
-  in_cache_results()["F32 [n," + std::to_string(m.cols) + "]"] = elements / seconds / 1e9;
+  if (const double gelems = one_core_gelems(state, m); gelems > 0) {
+    in_cache_results()["F32 [n," + std::to_string(m.cols) + "]"] = gelems;
+  }
 }
 
 /// One core over the ~1 GiB matrix in DRAM (T = 256): against BM_TileStatsOneCoreInCache, what
 /// waiting for memory costs a single core.
 void BM_TileStatsOneCoreFromMemory(benchmark::State& state, DType dtype) {
   const Matrix& m = cached_matrix(dtype);
-  const double seconds = run_tile_stats(state, m, 256, 1);
-  const double elements = static_cast<double>(m.rows * m.cols) * static_cast<double>(state.iterations());
-  state.counters["Gelem/s"] = benchmark::Counter(elements / seconds / 1e9);
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(m.size) * static_cast<double>(state.iterations()) / seconds / 1e9);
+  const double gelems = one_core_gelems(state, m);
+  const double bytes_per_element = static_cast<double>(m.size) / static_cast<double>(m.rows * m.cols);
+  if (gelems > 0) state.counters["GB/s"] = benchmark::Counter(gelems * bytes_per_element);
 }
 
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F32, DType::kF32)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -301,15 +306,18 @@ BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, BF16, DType::kBF16)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, F16, DType::kF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q8_0, DType::kQ8_0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCache, Q4_K, DType::kQ4_K)->Unit(benchmark::kMicrosecond)->UseRealTime();
-#define TM_ISA_BENCHMARKS(NAME, DTYPE)                                                                          \
-  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/baseline, DTYPE, "baseline")->Unit(benchmark::kMicrosecond)->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/avx2, DTYPE, "avx2")->Unit(benchmark::kMicrosecond)->UseRealTime();         \
-  BENCHMARK_CAPTURE(BM_TileStatsOneCoreInCacheIsa, NAME/avx512, DTYPE, "avx512")->Unit(benchmark::kMicrosecond)->UseRealTime()
-TM_ISA_BENCHMARKS(F32, DType::kF32);
-TM_ISA_BENCHMARKS(BF16, DType::kBF16);
-TM_ISA_BENCHMARKS(F16, DType::kF16);
-TM_ISA_BENCHMARKS(Q8_0, DType::kQ8_0);
-TM_ISA_BENCHMARKS(Q4_K, DType::kQ4_K);
+// Every dtype with every instruction set, registered in this position of the list.
+const bool kIsaBenchmarksRegistered = [] {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_K}) {
+    for (const char* isa : {"baseline", "avx2", "avx512"}) {
+      const std::string name = "BM_TileStatsOneCoreInCacheIsa/" + std::string(dtype_name(dtype)) + "/" + isa;
+      benchmark::RegisterBenchmark(name.c_str(), BM_TileStatsOneCoreInCacheIsa, dtype, isa)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
+  return true;
+}();
 BENCHMARK(BM_TileStatsNarrowOneCoreInCache)->Arg(1)->Arg(2)->Arg(3)->Arg(8)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, F32, DType::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TileStatsOneCoreFromMemory, BF16, DType::kBF16)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -352,7 +360,9 @@ int main(int argc, char** argv) {
     double best = 0;
     for (const auto& [isa, gelems] : by_isa) best = std::max(best, gelems);
     std::printf("one core, in cache, T=256: %-5s", dtype.c_str());
-    for (const auto& [isa, gelems] : by_isa) std::printf("  %s %5.2f (%3.0f%%)", isa.c_str(), gelems, 100.0 * gelems / best);
+    for (const auto& [isa, gelems] : by_isa) {
+      std::printf("  %s %5.2f (%3.0f%%)", isa.c_str(), gelems, 100.0 * gelems / best);
+    }
     const auto avx2 = by_isa.find("avx2"), avx512 = by_isa.find("avx512");
     if (avx2 != by_isa.end() && avx512 != by_isa.end()) {
       const double ratio = avx2->second / avx512->second;
