@@ -4,7 +4,28 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/printable.h"
+
 namespace tensormorph::cli {
+namespace {
+
+// A copy of `j` whose keys and string values are valid UTF-8.
+nlohmann::ordered_json with_valid_utf8(const nlohmann::ordered_json& j) {
+  if (j.is_string()) return escape_invalid_utf8(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& item : j) out.push_back(with_valid_utf8(item));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : j.items()) out[escape_invalid_utf8(key)] = with_valid_utf8(value);
+    return out;
+  }
+  return j;
+}
+
+}  // namespace
 
 std::string human_bytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -40,6 +61,15 @@ std::string format_double(double value) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+std::string json_text(const nlohmann::ordered_json& j, int indent) {
+  // Nearly every document is valid UTF-8: dump it as it is and copy only when the encoder refuses.
+  try {
+    return j.dump(indent);
+  } catch (const nlohmann::json::type_error&) {
+  }
+  return with_valid_utf8(j).dump(indent);
 }
 
 }  // namespace tensormorph::cli
