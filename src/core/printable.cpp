@@ -127,4 +127,6 @@ std::string printable(std::string_view text, size_t max_bytes) {
   return out;
 }
 
+std::string quoted_name(std::string_view text, size_t max_bytes) { return "'" + printable(text, max_bytes) + "'"; }
+
 }  // namespace tensormorph

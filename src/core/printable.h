@@ -19,6 +19,9 @@ namespace tensormorph {
 /// byte NN, since a literal backslash is doubled.
 std::string printable(std::string_view text, size_t max_bytes = 200);
 
+/// printable(text, max_bytes) in single quotes, for naming a tensor or key inside a message.
+std::string quoted_name(std::string_view text, size_t max_bytes = 200);
+
 /// `text` with each byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
 /// surrogates, nothing above U+10FFFF) replaced by the four characters "\xNN"; everything else,
 /// control characters included, unchanged. Returns `text` itself when it is already valid.
