@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/format_util.h"
 #include "core/dtype_abi.h"
 #include "ops/compute_session.h"
 
@@ -147,7 +148,7 @@ Command add_backends_command(CLI::App& app) {
                                        {"capabilities", capability_json(*b, (*session)->registry())}});
             }
             j["constraints"] = (*session)->scheduler().constraints().to_string();
-            std::cout << j.dump(2) << "\n";
+            std::cout << json_text(j, 2) << "\n";
             return static_cast<int>(kExitOk);
           }};
 }

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/format_util.h"
+#include "core/printable.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -83,33 +84,41 @@ nlohmann::ordered_json to_json(const Checkpoint& ckpt, const Options& opt) {
   return j;
 }
 
+// Names, keys and shard paths come from the file; printable() keeps escape sequences and invalid
+// UTF-8 in them off the terminal.
 void print_text(const Checkpoint& ckpt, const Options& opt) {
-  std::cout << "checkpoint  " << ckpt.path().string() << "\n";
+  std::cout << "checkpoint  " << printable(ckpt.path().string(), 4096) << "\n";
   std::cout << "format      " << format_name(ckpt.format()) << "\n";
   std::cout << "files       " << ckpt.files().size() << "\n";
-  for (const SourceFile& f : ckpt.files()) std::cout << "  " << f.path.string() << "  " << human_bytes(f.size) << "\n";
+  for (const SourceFile& f : ckpt.files()) std::cout << "  " << printable(f.path.string(), 4096) << "  " << human_bytes(f.size) << "\n";
   if (!ckpt.metadata().empty()) {
     std::cout << "\nmetadata (" << ckpt.metadata().size() << ")\n";
     for (const MetadataEntry& m : ckpt.metadata()) {
-      std::string value = shortened(m.value, opt.full_metadata).dump();
+      std::string value = json_text(shortened(m.value, opt.full_metadata));
       if (m.value.is_array() && m.value.size() > kMaxArrayElements && !opt.full_metadata) {
         value += " ... (" + std::to_string(m.value.size()) + " elements)";
       }
       if (value.size() > 160 && !opt.full_metadata) value = value.substr(0, 157) + "...";
-      std::cout << "  " << m.key << " (" << m.type << ") = " << value << "\n";
+      std::cout << "  " << printable(m.key) << " (" << m.type << ") = " << value << "\n";
     }
   }
+  std::vector<std::string> names;
+  names.reserve(ckpt.tensors().size());
   size_t name_width = 4;
-  for (const TensorInfo& t : ckpt.tensors()) name_width = std::max(name_width, t.name.size());
+  for (const TensorInfo& t : ckpt.tensors()) {
+    names.push_back(printable(t.name));
+    name_width = std::max(name_width, names.back().size());
+  }
   name_width = std::min<size_t>(name_width, 64);
   std::cout << "\ntensors (" << ckpt.tensors().size() << ")\n";
   std::printf("  %-*s  %-8s  %-20s  %12s  %12s\n", static_cast<int>(name_width), "name", "dtype", "shape", "bytes",
               "parameters");
   std::fflush(stdout);
-  for (const TensorInfo& t : ckpt.tensors()) {
+  for (size_t i = 0; i < ckpt.tensors().size(); ++i) {
+    const TensorInfo& t = ckpt.tensors()[i];
     std::string flag = dtype_decodable(t.dtype) ? "" : "  (not decodable yet)";
     if (!t.contiguous()) flag += "  (strided view)";
-    std::printf("  %-*s  %-8s  %-20s  %12s  %12s%s\n", static_cast<int>(name_width), t.name.c_str(),
+    std::printf("  %-*s  %-8s  %-20s  %12s  %12s%s\n", static_cast<int>(name_width), names[i].c_str(),
                 std::string(dtype_name(t.dtype)).c_str(), t.shape_string().c_str(), human_bytes(t.nbytes).c_str(),
                 human_count(t.elements()).c_str(), flag.c_str());
   }
@@ -143,7 +152,7 @@ Command add_info_command(CLI::App& app) {
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
             if (!ckpt) return static_cast<int>(kExitUserError);
-            if (opt->json) std::cout << to_json(*ckpt, *opt).dump(2) << "\n";
+            if (opt->json) std::cout << json_text(to_json(*ckpt, *opt), 2) << "\n";
             else print_text(*ckpt, *opt);
             return static_cast<int>(kExitOk);
           }};

@@ -3,6 +3,8 @@
 #include <bit>
 #include <iterator>
 
+#include "core/printable.h"
+
 namespace tensormorph::gguf {
 namespace {
 
@@ -34,40 +36,11 @@ static_assert(types_are_indexed_by_id(), "kTypes rows must follow the GGUF type 
 
 const TypeRow& row_of(ValueType type) { return kTypes[static_cast<uint32_t>(type)]; }
 
-// Length of the valid UTF-8 sequence starting at text[i], or 0 when the byte there starts none.
-size_t utf8_sequence_length(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char min_second = 0x80;
-  unsigned char max_second = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) min_second = 0xA0;  // overlong
-    if (lead == 0xED) max_second = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) min_second = 0x90;  // overlong
-    if (lead == 0xF4) max_second = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (text.size() - i < length) return 0;
-  if (byte(i + 1) < min_second || byte(i + 1) > max_second) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return length;
-}
-
 // Reads the value of one key, remembering the key for messages.
 class ValueReader {
  public:
   ValueReader(HeaderCursor& cursor, std::string_view key, std::vector<std::string>& notes)
-      : cursor_(cursor), key_(key), notes_(notes), what_("value of key '" + std::string(key) + "'") {}
+      : cursor_(cursor), key_(key), notes_(notes), what_("value of key " + quoted_name(key)) {}
 
   Result<ParsedValue> read(uint32_t type_id, uint64_t type_offset) {
     const std::optional<ValueType> type = value_type_from_id(type_id);
@@ -79,7 +52,7 @@ class ValueReader {
 
  private:
   Status error(uint64_t offset, const std::string& message) const {
-    return cursor_.error_at(offset, "key '" + std::string(key_) + "': " + message);
+    return cursor_.error_at(offset, "key " + quoted_name(key_) + ": " + message);
   }
 
   Result<nlohmann::ordered_json> read_scalar(ValueType type) {
@@ -135,8 +108,8 @@ class ValueReader {
         bool valid = true;
         std::string text = sanitize_utf8(raw, &valid);
         if (!valid && !noted_bad_utf8_) {
-          notes_.push_back("key '" + std::string(key_) + "': a string at header byte " + std::to_string(offset) +
-                           " is not valid UTF-8; invalid bytes are shown as U+FFFD");
+          notes_.push_back("key " + quoted_name(key_) + ": a string at header byte " + std::to_string(offset) +
+                           " is not valid UTF-8; invalid bytes are shown as \\xNN");
           noted_bad_utf8_ = true;
         }
         return nlohmann::ordered_json(std::move(text));
@@ -219,21 +192,8 @@ Result<ParsedValue> read_value(HeaderCursor& cursor, std::string_view key, uint3
 }
 
 std::string sanitize_utf8(std::string_view text, bool* was_valid) {
-  *was_valid = true;
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = utf8_sequence_length(text, i);
-    if (length == 0) {
-      *was_valid = false;
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(text, i, length);
-      i += length;
-    }
-  }
-  return out;
+  *was_valid = !first_invalid_utf8(text).has_value();
+  return *was_valid ? std::string(text) : escape_invalid_utf8(text);
 }
 
 }  // namespace tensormorph::gguf

@@ -36,12 +36,12 @@ struct ParsedValue {
 };
 
 /// Reads one value of type id `type_id` (stored at header byte `type_offset`) for key `key`.
-/// Strings that are not valid UTF-8 are stored with U+FFFD in place of bad bytes, and a line
-/// saying so is appended to `notes`.
+/// Strings that are not valid UTF-8 are stored with each bad byte written as the text "\\xNN" (the
+/// same rule as JSON output, see core/printable.h), and a line saying so is appended to `notes`.
 Result<ParsedValue> read_value(HeaderCursor& cursor, std::string_view key, uint32_t type_id,
                                uint64_t type_offset, std::vector<std::string>& notes);
 
-/// `text` if it is valid UTF-8, else a copy with each invalid byte replaced by U+FFFD.
+/// `text` if it is valid UTF-8, else a copy with each invalid byte written as "\\xNN".
 std::string sanitize_utf8(std::string_view text, bool* was_valid);
 
 }  // namespace tensormorph::gguf

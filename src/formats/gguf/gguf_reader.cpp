@@ -7,6 +7,7 @@
 
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/gguf_cursor.h"
+#include "core/printable.h"
 #include "formats/gguf/gguf_metadata.h"
 
 namespace tensormorph::gguf {
@@ -99,15 +100,15 @@ Result<std::vector<MetadataEntry>> read_key_values(HeaderCursor& cursor, uint64_
     std::string key = sanitize_utf8(raw_key, &key_valid);
     if (!key_valid) {
       notes.push_back("metadata key at header byte " + std::to_string(key_offset) +
-                      " is not valid UTF-8; invalid bytes are shown as U+FFFD");
+                      " is not valid UTF-8; invalid bytes are shown as \\xNN");
     }
     const auto [previous, inserted] = key_offsets.emplace(key, key_offset);
     if (!inserted) {
-      return cursor.error_at(key_offset, "duplicate metadata key '" + key + "' (first at header byte " +
+      return cursor.error_at(key_offset, "duplicate metadata key " + quoted_name(key) + " (first at header byte " +
                                              std::to_string(previous->second) + ")");
     }
     const uint64_t type_offset = cursor.position();
-    TM_ASSIGN_OR_RETURN(uint32_t type_id, cursor.read_u32("value type of key '" + key + "'"));
+    TM_ASSIGN_OR_RETURN(uint32_t type_id, cursor.read_u32("value type of key " + quoted_name(key)));
     TM_ASSIGN_OR_RETURN(ParsedValue parsed, read_value(cursor, key, type_id, type_offset, notes));
     MetadataEntry entry{std::move(key), std::move(parsed.type), std::move(parsed.value)};
     if (entry.key == "general.alignment") {
@@ -124,12 +125,12 @@ Result<DType> dtype_for_ggml_id(const HeaderCursor& cursor, uint32_t type_id, co
   const std::string_view removed = ggml_removed_type_name(type_id);
   if (!removed.empty()) {
     return unsupported_at(cursor, offset,
-                          "tensor '" + tensor + "': ggml type " + std::to_string(type_id) + " (" +
+                          "tensor " + quoted_name(tensor) + ": ggml type " + std::to_string(type_id) + " (" +
                               std::string(removed) + ") was removed from ggml and is not supported; "
                               "re-quantize the model with a current llama.cpp");
   }
   return unsupported_at(cursor, offset,
-                        "tensor '" + tensor + "': unknown ggml type id " + std::to_string(type_id));
+                        "tensor " + quoted_name(tensor) + ": unknown ggml type id " + std::to_string(type_id));
 }
 
 Result<std::vector<StoredTensorInfo>> read_tensor_infos(HeaderCursor& cursor, uint64_t count) {
@@ -141,11 +142,11 @@ Result<std::vector<StoredTensorInfo>> read_tensor_infos(HeaderCursor& cursor, ui
     TM_ASSIGN_OR_RETURN(info.name, cursor.read_string("name of tensor " + std::to_string(i)));
     const auto [previous, inserted] = name_offsets.emplace(info.name, info.record_offset);
     if (!inserted) {
-      return cursor.error_at(info.record_offset, "duplicate tensor name '" + info.name +
-                                                     "' (first at header byte " +
+      return cursor.error_at(info.record_offset, "duplicate tensor name " + quoted_name(info.name) +
+                                                     " (first at header byte " +
                                                      std::to_string(previous->second) + ")");
     }
-    const std::string context = "tensor '" + info.name + "'";
+    const std::string context = "tensor " + quoted_name(info.name);
     const uint64_t dims_offset = cursor.position();
     TM_ASSIGN_OR_RETURN(uint32_t n_dims, cursor.read_u32("n_dims of " + context));
     if (n_dims > kMaxDims) {
@@ -180,7 +181,7 @@ std::string ne_string(const std::vector<uint64_t>& ne) {
 // Turns a stored record into a TensorInfo, checking its shape, size and place in the file.
 Result<TensorInfo> place_tensor(const HeaderCursor& cursor, const StoredTensorInfo& stored, uint64_t data_start,
                                 uint32_t alignment) {
-  const std::string context = "tensor '" + stored.name + "'";
+  const std::string context = "tensor " + quoted_name(stored.name);
   const DTypeInfo& type = dtype_info(stored.dtype);
   const uint64_t shape_offset = stored.record_offset + 8 + stored.name.size();
   if (!stored.ne.empty() && stored.ne[0] % type.block_elems != 0) {
@@ -244,9 +245,9 @@ Status check_no_overlap(const HeaderCursor& cursor, const std::vector<StoredTens
     const uint64_t previous_end = previous.offset + previous.nbytes;
     if (current.offset < previous_end) {
       return cursor.error_at(stored[order[k]].data_offset_field,
-                             "tensor '" + current.name + "': data [" + std::to_string(current.offset) + ", " +
-                                 std::to_string(current.offset + current.nbytes) + ") overlaps tensor '" +
-                                 previous.name + "' at [" + std::to_string(previous.offset) + ", " +
+                             "tensor " + quoted_name(current.name) + ": data [" + std::to_string(current.offset) + ", " +
+                                 std::to_string(current.offset + current.nbytes) + ") overlaps tensor " +
+                                 quoted_name(previous.name) + " at [" + std::to_string(previous.offset) + ", " +
                                  std::to_string(previous_end) + ")");
     }
     if (current.offset + current.nbytes > previous_end) furthest = order[k];

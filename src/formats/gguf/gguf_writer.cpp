@@ -6,6 +6,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "core/printable.h"
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/gguf_metadata.h"
 
@@ -127,7 +128,7 @@ class ValueWriter {
   }
 
   Status invalid(const std::string& message) const {
-    return Status::InvalidArgument(path_.string() + ": key '" + std::string(key_) + "': " + message);
+    return Status::InvalidArgument(path_.string() + ": key " + quoted_name(key_) + ": " + message);
   }
 
   const std::filesystem::path& path_;
@@ -139,7 +140,7 @@ Status append_key_values(std::string& out, const std::filesystem::path& path, st
   std::unordered_set<std::string_view> keys;
   for (const KeyValueToWrite& kv : kvs) {
     if (!keys.insert(kv.key).second) {
-      return Status::InvalidArgument(path.string() + ": duplicate metadata key '" + kv.key + "'");
+      return Status::InvalidArgument(path.string() + ": duplicate metadata key " + quoted_name(kv.key));
     }
     if (kv.key == kAlignmentKey && (kv.type != "u32" || !kv.value.is_number_integer() ||
                                     kv.value.get<int64_t>() != static_cast<int64_t>(alignment))) {
@@ -165,7 +166,7 @@ Status append_key_values(std::string& out, const std::filesystem::path& path, st
 // Appends one tensor info record; returns the tensor's padded size in the data section.
 Result<uint64_t> append_tensor_info(std::string& out, const std::filesystem::path& path, const TensorToWrite& tensor,
                                     uint64_t offset, uint32_t alignment) {
-  const std::string context = path.string() + ": tensor '" + tensor.name + "': ";
+  const std::string context = path.string() + ": tensor " + quoted_name(tensor.name) + ": ";
   const DTypeInfo& type = dtype_info(tensor.dtype);
   if (type.ggml_type_id < 0) {
     return Status::InvalidArgument(context + std::string(type.name) + " has no ggml type id");
@@ -216,7 +217,7 @@ Status write_file(const std::filesystem::path& path, std::span<const KeyValueToW
   uint64_t data_size = 0;
   for (const TensorToWrite& tensor : tensors) {
     if (!names.insert(tensor.name).second) {
-      return Status::InvalidArgument(path.string() + ": duplicate tensor name '" + tensor.name + "'");
+      return Status::InvalidArgument(path.string() + ": duplicate tensor name " + quoted_name(tensor.name));
     }
     TM_ASSIGN_OR_RETURN(uint64_t padded, append_tensor_info(tensor_infos, path, tensor, data_size, alignment));
     if (__builtin_add_overflow(data_size, padded, &data_size)) {

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/printable.h"
+
 namespace tensormorph::pytorch {
 
 std::string_view pickle_kind_name(PickleKind kind) {
@@ -223,7 +225,7 @@ class PickleMachine {
     auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), value);
     if (ec == std::errc::result_out_of_range) return push_new(PickleKind::kBigInt);
     if (ec != std::errc() || end != line.data() + line.size() || line.empty()) {
-      return error("malformed integer text '" + std::string(line.substr(0, 40)) + "'");
+      return error("malformed integer text " + quoted_name(line.substr(0, 40)));
     }
     return push_int(value);
   }
@@ -232,7 +234,7 @@ class PickleMachine {
     double value = 0;
     auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), value);
     if (ec != std::errc() || end != line.data() + line.size()) {
-      return error("malformed float text '" + std::string(line.substr(0, 40)) + "'");
+      return error("malformed float text " + quoted_name(line.substr(0, 40)));
     }
     TM_ASSIGN_OR_RETURN(PickleValue * node, make(PickleKind::kFloat));
     node->real = value;
@@ -301,7 +303,7 @@ class PickleMachine {
     uint64_t index = 0;
     auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), index);
     if (ec != std::errc() || end != line.data() + line.size() || line.empty()) {
-      return error("malformed memo key '" + std::string(line.substr(0, 40)) + "'");
+      return error("malformed memo key " + quoted_name(line.substr(0, 40)));
     }
     return index;
   }

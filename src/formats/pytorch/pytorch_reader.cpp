@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/printable.h"
 #include "formats/pytorch/pickle_vm.h"
 #include "formats/pytorch/pytorch.h"
 #include "formats/pytorch/torch_objects.h"
@@ -51,8 +52,8 @@ Result<const ZipEntry*> find_data_pickle(const ZipArchive& zip, std::string* pre
     const bool top_level = head.empty() || (head.back() == '/' && head.find('/') == head.size() - 1);
     if (!top_level) continue;
     if (found != nullptr) {
-      return Status::FormatError(zip.path().string() + ": archive holds both '" + found->name + "' and '" +
-                                 entry.name + "' (central directory byte " +
+      return Status::FormatError(zip.path().string() + ": archive holds both " + quoted_name(found->name) + " and " +
+                                 quoted_name(entry.name) + " (central directory byte " +
                                  std::to_string(entry.central_header_offset) + "); expected one torch.save record");
     }
     found = &entry;
@@ -81,7 +82,7 @@ Status read_records(const ZipArchive& zip, const std::string& prefix, std::vecto
     const ZipEntry* entry = zip.find(prefix + std::string(record));
     if (entry == nullptr) continue;
     if (entry->uncompressed_size > kMaxRecordBytes) {
-      notes->push_back("record '" + entry->name + "' of " + std::to_string(entry->uncompressed_size) +
+      notes->push_back("record " + quoted_name(entry->name) + " of " + std::to_string(entry->uncompressed_size) +
                        " bytes is too large to show; ignored");
       continue;
     }
@@ -89,12 +90,12 @@ Status read_records(const ZipArchive& zip, const std::string& prefix, std::vecto
     const std::string value(trim(text));
     if (record == "byteorder") {
       if (value == "big") {
-        return Status::Unsupported(zip.path().string() + ": entry '" + entry->name +
-                                   "' says the tensors are big-endian; only little-endian checkpoints are supported");
+        return Status::Unsupported(zip.path().string() + ": entry " + quoted_name(entry->name) +
+                                   " says the tensors are big-endian; only little-endian checkpoints are supported");
       }
       if (value != "little") {
-        return Status::FormatError(zip.path().string() + ": entry '" + entry->name + "' holds '" + value.substr(0, 40) +
-                                   "'; expected 'little' or 'big'");
+        return Status::FormatError(zip.path().string() + ": entry " + quoted_name(entry->name) + " holds " + quoted_name(value, 40) +
+                                   "; expected 'little' or 'big'");
       }
     }
     metadata->push_back({std::string(key), "string", value});
@@ -118,10 +119,10 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
   TM_RETURN_IF_ERROR(read_records(zip, prefix, &metadata, &notes));
 
   TM_ASSIGN_OR_RETURN(std::string pickle, zip.read_entry(*pickle_entry, kMaxPickleBytes));
-  TM_ASSIGN_OR_RETURN(PickleTree tree, run_pickle(pickle, path.string() + ": " + pickle_entry->name));
-  TM_ASSIGN_OR_RETURN(TorchTensors found, collect_tensors(tree, zip, prefix, pickle_entry->name));
+  TM_ASSIGN_OR_RETURN(PickleTree tree, run_pickle(pickle, path.string() + ": " + printable(pickle_entry->name)));
+  TM_ASSIGN_OR_RETURN(TorchTensors found, collect_tensors(tree, zip, prefix, printable(pickle_entry->name)));
   if (pickle_entry->method != kZipMethodStored) {
-    notes.push_back("'" + pickle_entry->name + "' is deflate-compressed; it was inflated in memory");
+    notes.push_back(quoted_name(pickle_entry->name) + " is deflate-compressed; it was inflated in memory");
   }
   notes.insert(notes.end(), std::make_move_iterator(found.notes.begin()), std::make_move_iterator(found.notes.end()));
 

@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/printable.h"
+
 namespace tensormorph::pytorch {
 namespace {
 
@@ -135,7 +137,7 @@ class TensorCollector {
     if (ignored_count_ > 0) {
       std::string note = "ignored " + std::to_string(ignored_count_) + " non-tensor value" +
                          (ignored_count_ == 1 ? "" : "s") + " (e.g. ";
-      for (size_t i = 0; i < ignored_examples_.size(); ++i) note += (i ? ", '" : "'") + ignored_examples_[i] + "'";
+      for (size_t i = 0; i < ignored_examples_.size(); ++i) note += (i ? ", " : "") + quoted_name(ignored_examples_[i]);
       out.notes.push_back(note + ")");
     }
     return out;
@@ -143,11 +145,11 @@ class TensorCollector {
 
  private:
   Status tensor_error(const std::string& name, const PickleValue& at, std::string_view message) const {
-    return Status::FormatError(zip_.path().string() + ": tensor '" + name + "': " + std::string(message) + " (" +
+    return Status::FormatError(zip_.path().string() + ": tensor " + quoted_name(name) + ": " + std::string(message) + " (" +
                                pickle_name_ + " byte " + std::to_string(at.offset) + ")");
   }
   Status tensor_unsupported(const std::string& name, const PickleValue& at, std::string_view message) const {
-    return Status::Unsupported(zip_.path().string() + ": tensor '" + name + "': " + std::string(message) + " (" +
+    return Status::Unsupported(zip_.path().string() + ": tensor " + quoted_name(name) + ": " + std::string(message) + " (" +
                                pickle_name_ + " byte " + std::to_string(at.offset) + ")");
   }
 
@@ -158,15 +160,15 @@ class TensorCollector {
     }
     if (depth > limits_.max_depth) {
       return Status::FormatError(zip_.path().string() + ": " + pickle_name_ + " byte " + std::to_string(value->offset) +
-                                 ": values nest deeper than " + std::to_string(limits_.max_depth) + " levels at '" +
-                                 name + "'");
+                                 ": values nest deeper than " + std::to_string(limits_.max_depth) + " levels at " +
+                                 quoted_name(name));
     }
     // A tensor saved on its own (torch.save(t)) has no path; call it "tensor".
     const std::string& display = name.empty() ? kRootTensorName : name;
     TM_ASSIGN_OR_RETURN(Interpretation tensor, interpret(value, display, depth));
     if (tensor.kind == Interpretation::Kind::kTensor) return add_tensor(display, tensor.view);
     if (tensor.kind == Interpretation::Kind::kUnsupported) {
-      note("skipped tensor '" + display + "': " + tensor.reason);
+      note("skipped tensor " + quoted_name(display) + ": " + tensor.reason);
       return Status::Ok();
     }
     // A shared subtree already known to hold no tensors need not be walked again: this keeps
@@ -289,11 +291,11 @@ class TensorCollector {
   Status add_tensor(const std::string& name, const TensorView& view) {
     if (tensors_.size() >= limits_.max_tensors) {
       return Status::ResourceExhausted(zip_.path().string() + ": " + pickle_name_ + ": more than " +
-                                       std::to_string(limits_.max_tensors) + " tensors (at '" + name + "')");
+                                       std::to_string(limits_.max_tensors) + " tensors (at " + quoted_name(name) + ")");
     }
     std::string unique = name;
     for (int suffix = 2; !names_.insert(unique).second; ++suffix) unique = name + "#" + std::to_string(suffix);
-    if (unique != name) note("two values are named '" + name + "'; the later one is listed as '" + unique + "'");
+    if (unique != name) note("two values are named " + quoted_name(name) + "; the later one is listed as " + quoted_name(unique));
     TensorInfo info;
     info.name = std::move(unique);
     info.dtype = view.dtype;
@@ -461,9 +463,9 @@ class TensorCollector {
     }
     const std::vector<PickleValue*>& p = id->items;
     if (p[0]->kind != PickleKind::kString || p[0]->text != "storage") {
-      return tensor_unsupported(name, persistent, "persistent id of type '" +
-                                                      (p[0]->kind == PickleKind::kString ? p[0]->text : "?") +
-                                                      "' (only 'storage' is understood)");
+      return tensor_unsupported(name, persistent, "persistent id of type " +
+                                                      quoted_name(p[0]->kind == PickleKind::kString ? p[0]->text : "?") +
+                                                      " (only 'storage' is understood)");
     }
     if (p.size() < 5) {
       return tensor_error(name, persistent, "storage id has " + std::to_string(p.size()) +
@@ -498,15 +500,15 @@ class TensorCollector {
     } else {
       const ZipEntry* zip_entry = zip_.find(entry_name);
       if (zip_entry == nullptr) {
-        return tensor_error(name, persistent, "storage '" + *key + "' has no archive entry '" + entry_name + "'");
+        return tensor_error(name, persistent, "storage " + quoted_name(*key) + " has no archive entry " + quoted_name(entry_name));
       }
       if (zip_entry->method != kZipMethodStored) {
-        return tensor_unsupported(name, persistent, "storage entry '" + entry_name + "' is compressed (method " +
+        return tensor_unsupported(name, persistent, "storage entry " + quoted_name(entry_name) + " is compressed (method " +
                                                         std::to_string(zip_entry->method) +
                                                         "); only stored entries can be mapped");
       }
       if (zip_entry->compressed_size != zip_entry->uncompressed_size) {
-        return tensor_error(name, persistent, "stored entry '" + entry_name + "' has different compressed and "
+        return tensor_error(name, persistent, "stored entry " + quoted_name(entry_name) + " has different compressed and "
                                               "uncompressed sizes");
       }
       TM_ASSIGN_OR_RETURN(entry.data_offset, zip_.data_offset(*zip_entry));
@@ -515,9 +517,9 @@ class TensorCollector {
     }
     uint64_t storage_bytes = 0;
     if (__builtin_mul_overflow(*elements, dtype_info(*dtype).block_bytes, &storage_bytes) || storage_bytes > entry.size) {
-      return tensor_error(name, persistent, "storage '" + *key + "' claims " + std::to_string(numel) + " " +
-                                                std::string(dtype_name(*dtype)) + " elements but entry '" + entry_name +
-                                                "' holds only " + std::to_string(entry.size) + " bytes");
+      return tensor_error(name, persistent, "storage " + quoted_name(*key) + " claims " + std::to_string(numel) + " " +
+                                                std::string(dtype_name(*dtype)) + " elements but entry " + quoted_name(entry_name) +
+                                                " holds only " + std::to_string(entry.size) + " bytes");
     }
     return entry;
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/printable.h"
 #include "tensormorph/mapped_file.h"
 
 namespace tensormorph::pytorch {
@@ -143,7 +144,7 @@ Status apply_zip64_extra(const std::filesystem::path& path, std::string_view ext
     const uint16_t id = load_u16(extra, pos);
     const uint16_t length = load_u16(extra, pos + 2);
     if (pos + 4 + length > extra.size()) {
-      return zip_error(path, extra_offset + pos, "entry '" + entry->name + "': extra field of " +
+      return zip_error(path, extra_offset + pos, "entry " + quoted_name(entry->name) + ": extra field of " +
                                                      std::to_string(length) + " bytes overruns its header");
     }
     if (id == kZip64ExtraId) {
@@ -152,7 +153,7 @@ Status apply_zip64_extra(const std::filesystem::path& path, std::string_view ext
       auto take = [&](bool needed, uint64_t* out, std::string_view what) -> Status {
         if (!needed) return Status::Ok();
         if (at + 8 > field.size()) {
-          return zip_error(path, extra_offset + pos, "entry '" + entry->name + "': Zip64 extra field lacks the " +
+          return zip_error(path, extra_offset + pos, "entry " + quoted_name(entry->name) + ": Zip64 extra field lacks the " +
                                                          std::string(what));
         }
         *out = load_u64(field, at);
@@ -167,8 +168,8 @@ Status apply_zip64_extra(const std::filesystem::path& path, std::string_view ext
     pos += 4 + length;
   }
   if (need_uncompressed || need_compressed || need_local_offset) {
-    return zip_error(path, extra_offset, "entry '" + entry->name +
-                                             "': 32-bit fields are 0xFFFFFFFF but there is no Zip64 extra field");
+    return zip_error(path, extra_offset, "entry " + quoted_name(entry->name) +
+                                             ": 32-bit fields are 0xFFFFFFFF but there is no Zip64 extra field");
   }
   return Status::Ok();
 }
@@ -220,6 +221,26 @@ Result<std::vector<ZipEntry>> parse_directory(const std::filesystem::path& path,
   return entries;
 }
 
+// Two entries of one name make the archive ambiguous: Python's zipfile (and so torch.load) reads
+// the later one, other readers the first; refusing is the only answer that cannot be wrong.
+Status check_unique_names(const std::filesystem::path& path, const std::vector<ZipEntry>& entries) {
+  std::unordered_map<std::string_view, size_t> first;
+  first.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto [it, inserted] = first.emplace(entries[i].name, i);
+    if (inserted) continue;
+    const ZipEntry& a = entries[it->second];
+    const ZipEntry& b = entries[i];
+    return zip_error(path, b.central_header_offset,
+                     "duplicate entry name " + quoted_name(b.name) + ": central directory headers at bytes " +
+                         std::to_string(a.central_header_offset) + " and " + std::to_string(b.central_header_offset) +
+                         " (local headers at bytes " + std::to_string(a.local_header_offset) + " and " +
+                         std::to_string(b.local_header_offset) +
+                         "); readers disagree on which one counts (Python's zipfile takes the last)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ZipArchive> ZipArchive::open(const std::filesystem::path& path) {
@@ -238,6 +259,7 @@ Result<ZipArchive> ZipArchive::open(const std::filesystem::path& path) {
                          std::to_string(location.size) + " bytes cannot hold them");
   }
   TM_ASSIGN_OR_RETURN(std::vector<ZipEntry> entries, parse_directory(path, location));
+  TM_RETURN_IF_ERROR(check_unique_names(path, entries));
   return ZipArchive(path, file_size, std::move(entries));
 }
 
@@ -254,42 +276,42 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 
 Result<uint64_t> ZipArchive::data_offset(const ZipEntry& entry) const {
   if (entry.flags & kFlagEncrypted) {
-    return Status::Unsupported(path_.string() + ": zip entry '" + entry.name + "' is encrypted");
+    return Status::Unsupported(path_.string() + ": zip entry " + quoted_name(entry.name) + " is encrypted");
   }
   const uint64_t header = entry.local_header_offset;
   if (header > file_size_ || file_size_ - header < kLocalHeaderBytes) {
     return zip_error(path_, entry.central_header_offset,
-                     "entry '" + entry.name + "': local header offset " + std::to_string(header) +
+                     "entry " + quoted_name(entry.name) + ": local header offset " + std::to_string(header) +
                          " lies beyond the end of the file (" + std::to_string(file_size_) + " bytes)");
   }
   TM_ASSIGN_OR_RETURN(std::string local, read_file_range(path_, header, kLocalHeaderBytes));
   if (load_u32(local, 0) != kLocalHeaderSignature) {
-    return zip_error(path_, header, "entry '" + entry.name + "': local file header has a bad signature");
+    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local file header has a bad signature");
   }
   const uint64_t name_length = load_u16(local, 26);
   const uint64_t extra_length = load_u16(local, 28);
   const uint64_t data = header + kLocalHeaderBytes + name_length + extra_length;  // < 2^64: header <= file size
   uint64_t data_end = 0;
   if (data > file_size_ || __builtin_add_overflow(data, entry.compressed_size, &data_end) || data_end > file_size_) {
-    return zip_error(path_, header, "entry '" + entry.name + "': data [" + std::to_string(data) + ", +" +
+    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": data [" + std::to_string(data) + ", +" +
                                         std::to_string(entry.compressed_size) + ") runs past the end of the file (" +
                                         std::to_string(file_size_) + " bytes)");
   }
   if (name_length != entry.name.size()) {
-    return zip_error(path_, header, "entry '" + entry.name + "': local header names a " +
+    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local header names a " +
                                         std::to_string(name_length) + "-byte file, central directory a " +
                                         std::to_string(entry.name.size()) + "-byte one");
   }
   TM_ASSIGN_OR_RETURN(std::string local_name, read_file_range(path_, header + kLocalHeaderBytes, name_length));
   if (local_name != entry.name) {
-    return zip_error(path_, header, "entry '" + entry.name + "': local header names '" + local_name + "' instead");
+    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local header names " + quoted_name(local_name) + " instead");
   }
   return data;
 }
 
 Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_bytes) const {
   if (entry.uncompressed_size > max_bytes) {
-    return Status::Unsupported(path_.string() + ": zip entry '" + entry.name + "' holds " +
+    return Status::Unsupported(path_.string() + ": zip entry " + quoted_name(entry.name) + " holds " +
                                std::to_string(entry.uncompressed_size) + " bytes, more than the limit of " +
                                std::to_string(max_bytes));
   }
@@ -298,7 +320,7 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
   if (entry.method == kZipMethodStored) {
     if (entry.compressed_size != entry.uncompressed_size) {
       return zip_error(path_, entry.central_header_offset,
-                       "stored entry '" + entry.name + "' has compressed size " + std::to_string(entry.compressed_size) +
+                       "stored entry " + quoted_name(entry.name) + " has compressed size " + std::to_string(entry.compressed_size) +
                            " but uncompressed size " + std::to_string(entry.uncompressed_size));
     }
     TM_ASSIGN_OR_RETURN(out, read_file_range(path_, data, entry.uncompressed_size));
@@ -308,14 +330,14 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
     constexpr uint64_t kMaxDeflateRatio = 1032;
     if (entry.uncompressed_size / kMaxDeflateRatio > entry.compressed_size) {
       return zip_error(path_, entry.central_header_offset,
-                       "deflated entry '" + entry.name + "' claims to inflate " + std::to_string(entry.compressed_size) +
+                       "deflated entry " + quoted_name(entry.name) + " claims to inflate " + std::to_string(entry.compressed_size) +
                            " bytes to " + std::to_string(entry.uncompressed_size) + ", beyond deflate's limit");
     }
     TM_ASSIGN_OR_RETURN(std::string packed, read_file_range(path_, data, entry.compressed_size));
     out.resize(entry.uncompressed_size);
     z_stream stream{};
     if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) {
-      return Status::ResourceExhausted(path_.string() + ": zlib could not start inflating '" + entry.name + "'");
+      return Status::ResourceExhausted(path_.string() + ": zlib could not start inflating " + quoted_name(entry.name));
     }
     // zlib counts in 32-bit units, so feed both buffers in slices.
     constexpr uint64_t kSlice = std::numeric_limits<uInt>::max();
@@ -336,15 +358,15 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
     }
     inflateEnd(&stream);
     if (rc != Z_STREAM_END || produced != entry.uncompressed_size) {
-      return zip_error(path_, data, "entry '" + entry.name + "': deflate stream is corrupt or does not inflate to the "
+      return zip_error(path_, data, "entry " + quoted_name(entry.name) + ": deflate stream is corrupt or does not inflate to the "
                                     "declared " + std::to_string(entry.uncompressed_size) + " bytes");
     }
   } else {
-    return Status::Unsupported(path_.string() + ": zip entry '" + entry.name + "' uses compression method " +
+    return Status::Unsupported(path_.string() + ": zip entry " + quoted_name(entry.name) + " uses compression method " +
                                std::to_string(entry.method) + " (only stored and deflate are supported)");
   }
   if (zip_crc32(out) != entry.crc32) {
-    return zip_error(path_, data, "entry '" + entry.name + "': CRC-32 mismatch (the entry is corrupt)");
+    return zip_error(path_, data, "entry " + quoted_name(entry.name) + ": CRC-32 mismatch (the entry is corrupt)");
   }
   return out;
 }

@@ -90,7 +90,8 @@ void merge_shard_metadata(const Shard& shard, std::vector<MetadataEntry> shard_m
       metadata.push_back(std::move(entry));
     } else if (existing->value != entry.value) {
       notes.push_back("shard " + quote_name(shard.name) + " has metadata " + quote_name(entry.key) + " = " +
-                      entry.value.dump() + ", which differs from " + existing->value.dump() + "; kept the first");
+                      printable(entry.value.dump()) + ", which differs from " + printable(existing->value.dump()) +
+                      "; kept the first");
     }
   }
 }

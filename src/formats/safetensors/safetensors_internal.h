@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/printable.h"
 #include "tensormorph/checkpoint.h"
 #include "tensormorph/dtype.h"
 #include "tensormorph/status.h"
@@ -66,10 +67,9 @@ std::optional<DType> dtype_from_safetensors_name(std::string_view name);
 /// "BOOL, U8, ..." for messages.
 std::string safetensors_dtype_list();
 
-/// `text` in single quotes, with control characters and bytes that are not UTF-8 shown as \xNN.
-std::string quote_name(std::string_view text);
-/// Offset of the first byte of `text` that is not part of well-formed UTF-8, or nullopt.
-std::optional<size_t> first_invalid_utf8(std::string_view text);
+/// `text` in single quotes, escaped and shortened by the rule every reader shares (core/printable.h).
+inline std::string quote_name(std::string_view text) { return quoted_name(text); }
+using tensormorph::first_invalid_utf8;
 /// A string literal in JSON text.
 struct JsonStringLiteral {
   size_t begin = 0;     ///< offset of the opening quote

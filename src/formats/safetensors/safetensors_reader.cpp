@@ -193,7 +193,7 @@ class HeaderValidator {
     if (!begin || !end) {
       return error(name, "data_offsets",
                    "data_offsets must be [begin, end] with two non-negative integers, found " +
-                       (value.is_array() && value.size() <= 4 ? value.dump() : describe(value)));
+                       (value.is_array() && value.size() <= 4 ? printable(value.dump()) : describe(value)));
     }
     if (*begin > *end) {
       return error(name, "data_offsets", "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) +

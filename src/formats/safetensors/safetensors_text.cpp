@@ -1,6 +1,5 @@
 // Text helpers for safetensors headers: UTF-8 checks, quoting for messages, key positions, dtype names.
 #include <array>
-#include <cstdio>
 
 #include "formats/safetensors/safetensors_internal.h"
 
@@ -12,52 +11,6 @@ constexpr std::array<std::string_view, 20> kSafetensorsDTypeNames = {
     "BOOL", "U8",  "I8",  "U16",     "I16",     "U32",     "I32", "U64",     "I64",     "F16",
     "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64",
 };
-
-// Names longer than this are cut in messages; a hostile header could hold a megabyte-long name.
-constexpr size_t kMaxQuotedBytes = 200;
-
-// Length of the well-formed UTF-8 sequence starting at text[i] (RFC 3629), or 0 when ill-formed.
-size_t utf8_sequence_length(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char second_min = 0x80;
-  unsigned char second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead == 0xE0) {
-    length = 3;
-    second_min = 0xA0;  // no overlong forms
-  } else if (lead == 0xED) {
-    length = 3;
-    second_max = 0x9F;  // no UTF-16 surrogates
-  } else if (lead >= 0xE1 && lead <= 0xEF) {
-    length = 3;
-  } else if (lead == 0xF0) {
-    length = 4;
-    second_min = 0x90;
-  } else if (lead >= 0xF1 && lead <= 0xF3) {
-    length = 4;
-  } else if (lead == 0xF4) {
-    length = 4;
-    second_max = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (length > text.size() - i) return 0;
-  if (byte(i + 1) < second_min || byte(i + 1) > second_max) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  }
-  return length;
-}
-
-std::string hex_byte(unsigned char byte) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "\\x%02X", static_cast<unsigned>(byte));
-  return buffer;
-}
 
 // Calls visit(literal) for each string literal of `json` in order; stops when visit returns true.
 template <typename Visit>
@@ -125,38 +78,6 @@ std::string safetensors_dtype_list() {
     list += name;
   }
   return list;
-}
-
-std::string quote_name(std::string_view text) {
-  std::string out = "'";
-  size_t i = 0;
-  while (i < text.size() && i < kMaxQuotedBytes) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = utf8_sequence_length(text, i);
-    if (length == 0 || byte < 0x20 || byte == 0x7F || byte == '\'' || byte == '\\') {
-      out += hex_byte(byte);
-      ++i;
-    } else {
-      out.append(text.substr(i, length));
-      i += length;
-    }
-  }
-  if (i < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
-  return out + "'";
-}
-
-std::optional<size_t> first_invalid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const size_t length = utf8_sequence_length(text, i);
-    if (length == 0) return i;
-    i += length;
-  }
-  return std::nullopt;
 }
 
 std::optional<JsonStringLiteral> string_literal_at(std::string_view json, size_t offset) {
