@@ -670,12 +670,40 @@ TEST_F(GgufBytesTest, DataPastEndOfFile) {
   EXPECT_NE(message.find("end of the file"), std::string::npos) << message;
 }
 
-TEST_F(GgufBytesTest, InvalidUtf8IsReplacedAndNoted) {
+TEST_F(GgufBytesTest, InvalidUtf8IsEscapedAndNoted) {
   auto result = open_bytes(Builder().header(0, 1).str("name").u32(8).str("a\xFF" "b").bytes());
   ASSERT_TRUE(result.ok()) << result.status().to_string();
-  EXPECT_EQ((*result)->metadata()[0].value, "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ((*result)->metadata()[0].value, "a\\xFF" "b");
   ASSERT_EQ((*result)->notes().size(), 1u);
   EXPECT_NE((*result)->notes()[0].find("UTF-8"), std::string::npos);
+}
+
+TEST_F(GgufBytesTest, TensorNamesThatAreNotUtf8AreKept) {
+  auto result = open_bytes(Builder().header(1, 0).tensor("caf\xE9", {8}, kF32, 0).pad(32).zeros(32).bytes());
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ((*result)->tensors()[0].name, "caf\xE9");
+}
+
+// Messages quote file bytes escaped and cut: a hostile 2 MiB binary name gives a short error.
+TEST_F(GgufBytesTest, HugeBinaryNameGivesAShortEscapedMessage) {
+  std::string name;
+  for (size_t i = 0; i < (size_t{2} << 20); ++i) name += static_cast<char>(i * 7 & 0xFF);
+  const std::string message =
+      failure(Builder().header(1, 0).tensor(name, {8}, 99, 0).pad(32).zeros(32).bytes(), StatusCode::kUnsupported);
+  EXPECT_LT(message.size(), 1200u) << message.size();  // 200 bytes of the name, each at most 4 characters
+  EXPECT_NE(message.find("unknown ggml type id 99"), std::string::npos) << message;
+  EXPECT_NE(message.find("\\x00\\x07"), std::string::npos) << message;
+  EXPECT_NE(message.find(" bytes)"), std::string::npos) << message;
+  for (char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    EXPECT_TRUE(byte >= 0x20 && byte != 0x7F) << "raw byte " << static_cast<int>(byte) << " in " << message;
+  }
+}
+
+TEST_F(GgufBytesTest, KeysInMessagesAreEscaped) {
+  const std::string message = failure(Builder().header(0, 1).str("k\x1b[2J").u32(13).u32(0).bytes());
+  EXPECT_NE(message.find("key 'k\\x1B[2J'"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
 }
 
 }  // namespace

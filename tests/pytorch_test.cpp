@@ -650,5 +650,62 @@ TEST(PyTorchRobustness, ByteFlipsAnywhereNeverCrash) {
   EXPECT_GT(crc_errors, 0);
 }
 
+// A stored zip archive with the given (name, data) entries in order, names repeated as given.
+std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& entries,
+                       std::vector<uint64_t>* central_offsets, std::vector<uint64_t>* local_offsets) {
+  std::string file, directory;
+  const auto le = [](std::string& out, uint64_t value, unsigned width) {
+    for (unsigned i = 0; i < width; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
+  };
+  std::vector<uint64_t> central_in_directory;
+  for (const auto& [name, data] : entries) {
+    const uint32_t crc = pytorch::zip_crc32(data);
+    local_offsets->push_back(file.size());
+    le(file, 0x04034b50, 4);
+    le(file, 20, 2), le(file, 0, 2), le(file, 0, 2), le(file, 0, 4);
+    le(file, crc, 4), le(file, data.size(), 4), le(file, data.size(), 4);
+    le(file, name.size(), 2), le(file, 0, 2);
+    file += name + data;
+    central_in_directory.push_back(directory.size());
+    le(directory, 0x02014b50, 4);
+    le(directory, 20, 2), le(directory, 20, 2), le(directory, 0, 2), le(directory, 0, 2), le(directory, 0, 4);
+    le(directory, crc, 4), le(directory, data.size(), 4), le(directory, data.size(), 4);
+    le(directory, name.size(), 2), le(directory, 0, 2), le(directory, 0, 2), le(directory, 0, 2);
+    le(directory, 0, 2), le(directory, 0, 4), le(directory, local_offsets->back(), 4);
+    directory += name;
+  }
+  const uint64_t directory_offset = file.size();
+  for (uint64_t offset : central_in_directory) central_offsets->push_back(directory_offset + offset);
+  file += directory;
+  le(file, 0x06054b50, 4);
+  le(file, 0, 4), le(file, entries.size(), 2), le(file, entries.size(), 2);
+  le(file, directory.size(), 4), le(file, directory_offset, 4), le(file, 0, 2);
+  return file;
+}
+
+// Python's zipfile (so torch.load) reads the last of two same-named entries; refuse the ambiguity.
+TEST(ZipArchive, DuplicateEntryNamesAreRefusedNamingBothOffsets) {
+  testing::TempDir dir;
+  const auto path = dir / "duplicate.pt";
+  std::vector<uint64_t> central, local;
+  testing::write_bytes(path, stored_zip({{"archive/data.pkl", "\x80\x02}q\x00."},
+                                         {"archive/data/0", std::string(16, 'a')},
+                                         {"archive/data/0", std::string(16, 'b')}},
+                                        &central, &local));
+  for (const Status& status : {pytorch::ZipArchive::open(path).status(), pytorch::open_file(path).status()}) {
+    EXPECT_EQ(status.code(), StatusCode::kFormatError) << status.to_string();
+    const std::string& message = status.message();
+    EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("duplicate entry name 'archive/data/0'"), std::string::npos) << message;
+    for (uint64_t offset : {central[1], central[2], local[1], local[2]}) {
+      EXPECT_NE(message.find(std::to_string(offset)), std::string::npos) << offset << ": " << message;
+    }
+  }
+  std::vector<uint64_t> unused_central, unused_local;
+  testing::write_bytes(path, stored_zip({{"archive/data.pkl", "x"}, {"archive/data/0", "y"}}, &unused_central,
+                                        &unused_local));
+  EXPECT_TRUE(pytorch::ZipArchive::open(path).ok());
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/printable.h"
 #include "formats/safetensors/safetensors.h"
 #include "test_util.h"
 
@@ -510,6 +511,44 @@ TEST(SafetensorsEdge, NonUtf8TensorName) {
   const std::string header = "{\"bad\xFFname\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
   expect_error(open_raw(dir, header, "x"), StatusCode::kFormatError,
                {"case.safetensors", "UTF-8", "0xFF", "at byte 13", "'bad\\xFFname'", "key"});
+}
+
+// Names quoted in messages share one rule with every other reader and the CLI (core/printable.h).
+TEST(SafetensorsEdge, EscapeSequenceInTensorNameIsShownEscaped) {
+  TempDir dir;
+  const std::string header = R"({"w\u001b[31m":{"dtype":"X","shape":[1],"data_offsets":[0,1]}})";
+  Result<std::unique_ptr<Checkpoint>> result = open_raw(dir, header, "x");
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("tensor 'w\\x1B[31m'"), std::string::npos) << result.status().message();
+  EXPECT_EQ(result.status().message().find('\x1b'), std::string::npos) << result.status().message();
+}
+
+TEST(Printable, EscapesControlsAndInvalidUtf8AndKeepsText) {
+  EXPECT_EQ(printable("model.layers.0.weight"), "model.layers.0.weight");
+  EXPECT_EQ(printable("caf\xC3\xA9 \xE4\xB8\xAD"), "caf\xC3\xA9 \xE4\xB8\xAD");
+  EXPECT_EQ(printable("a\x1b[31mb"), "a\\x1B[31mb");
+  EXPECT_EQ(printable("l1\nl2\tt\r"), "l1\\nl2\\tt\\r");
+  EXPECT_EQ(printable(std::string_view("nul\0del\x7F", 8)), "nul\\x00del\\x7F");
+  EXPECT_EQ(printable("c1 \xC2\x9B csi"), "c1 \\xC2\\x9B csi");          // U+009B, an 8-bit CSI
+  EXPECT_EQ(printable("rtl \xE2\x80\xAE x"), "rtl \\xE2\\x80\\xAE x");  // U+202E
+  EXPECT_EQ(printable("bad \xFF\xC3"), "bad \\xFF\\xC3");                // stray and cut-off bytes
+  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");                // a UTF-16 surrogate
+  EXPECT_EQ(printable("back\\slash"), "back\\\\slash");                    // so \xNN stays unambiguous
+}
+
+TEST(Printable, ShortensToMaxBytesWithoutSplittingACharacter) {
+  EXPECT_EQ(printable(std::string(1000, 'a'), 10), "aaaaaaaaaa\xE2\x80\xA6 (+990 bytes)");
+  EXPECT_EQ(printable("ab\xC3\xA9", 3), "ab\xE2\x80\xA6 (+2 bytes)");
+  EXPECT_EQ(printable("abc", 3), "abc");
+  EXPECT_EQ(quoted_name("w"), "'w'");
+  EXPECT_LT(printable(std::string(1 << 20, '\x01')).size(), 1000u);
+}
+
+TEST(Printable, EscapeInvalidUtf8KeepsValidTextAndControls) {
+  EXPECT_EQ(escape_invalid_utf8("ok \x1b"), "ok \x1b");
+  EXPECT_EQ(escape_invalid_utf8("caf\xE9!"), "caf\\xE9!");
+  EXPECT_EQ(first_invalid_utf8("ab\xFF"), std::optional<size_t>(2));
+  EXPECT_EQ(first_invalid_utf8("ab\xC3\xA9"), std::nullopt);
 }
 
 TEST(SafetensorsEdge, DuplicateKey) {
