@@ -171,15 +171,16 @@ TEST_F(ServerApi, BadRequestsGetCleanJsonErrors) {
   EXPECT_EQ(wrong->status, 400);
 }
 
-TEST_F(ServerApi, ConstraintsApplyToTheNextOperationAndPersist) {
+TEST_F(ServerApi, ConstraintsApplyToTheNextOperationAndPersistWhenAsked) {
   httplib::Client client("127.0.0.1", port_);
-  auto set = client.Post("/api/compute", R"({"never": ["cpu"]})", "application/json");
+  auto set = client.Post("/api/compute", R"({"never": ["cpu"], "persist": true})", "application/json");
   ASSERT_EQ(set->status, 200) << set->body;
   // With the only exact backend excluded, tile statistics cannot run: an error, never a crash.
   const json refused = get_json("/api/stats?ckpt=0&tensor=model.norm.weight&recompute=1", 422);
   EXPECT_NE(refused["error"].get<std::string>().find("never (constraint)"), std::string::npos) << refused.dump();
   EXPECT_NE(testing::read_bytes(dir_->path() / "settings.json").find("cpu"), std::string::npos);
-  ASSERT_EQ(client.Post("/api/compute", R"({"mode": "auto"})", "application/json")->status, 200);
+  ASSERT_EQ(client.Post("/api/compute", R"({"mode": "auto", "persist": true})", "application/json")->status, 200);
+  EXPECT_EQ(testing::read_bytes(dir_->path() / "settings.json").find("cpu"), std::string::npos);
   const json stats = get_json("/api/stats?ckpt=0&tensor=model.norm.weight&recompute=1");
   EXPECT_EQ(stats["source"], "computed");
   ASSERT_FALSE(stats["records"].empty());
@@ -206,11 +207,10 @@ TEST_F(ServerApi, MemoryBudgetAppliesToTheNextOperation) {
   auto rendered = get(tile);
   ASSERT_TRUE(rendered);
   EXPECT_EQ(rendered->status, 200);
-  // plugins.path still needs a restart, and says so.
-  auto later = client.Post("/api/settings", R"({"key": "plugins.path", "value": "/nonexistent"})", "application/json");
-  ASSERT_EQ(later->status, 200) << later->body;
-  EXPECT_EQ(json::parse(later->body)["applies"], "at the next start");
-  ASSERT_EQ(client.Post("/api/settings", R"({"key": "plugins.path", "value": ""})", "application/json")->status, 200);
+  // plugins.path loads code: never settable over HTTP.
+  auto plugins = client.Post("/api/settings", R"({"key": "plugins.path", "value": "/nonexistent"})", "application/json");
+  ASSERT_EQ(plugins->status, 403) << plugins->body;
+  EXPECT_EQ(json::parse(plugins->body)["code"], "FORBIDDEN");
 }
 
 TEST(ServerBind, RefusesNonLoopbackWithoutTheFlag) {

@@ -78,7 +78,7 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--host", args->options.host, "Address to bind (default 127.0.0.1)");
   sub->add_option("--port", args->options.port, "Port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
   sub->add_flag("--allow-remote", args->options.allow_remote, "Allow binding an address beyond loopback");
-  sub->add_option("--threads", args->options.threads, "Request threads (default 8)")->check(CLI::Range(1, 256));
+  sub->add_option("--threads", args->options.threads, "Request threads: connections served at once (default 16)")->check(CLI::Range(1, 256));
   sub->add_option("--tile-cache-mb", args->tile_cache_mb, "Rendered-tile cache budget in MiB (default 256)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--web", args->web_dir, "Directory of the built web UI (default: web/dist of the source tree)");

@@ -112,7 +112,11 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
 
 ApiContext::ApiContext(std::unique_ptr<ops::ComputeSession> session, std::unique_ptr<Catalog> catalog,
                        uint64_t tile_cache_bytes)
-    : session_(std::move(session)), catalog_(std::move(catalog)), renderer_(*catalog_, session_->scheduler(), tile_cache_bytes) {}
+    : session_(std::move(session)), catalog_(std::move(catalog)), renderer_(*catalog_, session_->scheduler(), tile_cache_bytes) {
+  // The session was opened from the settings file (plus --compute, which the scheduler holds).
+  if (auto settings = compute::load_settings(compute::settings_path()); settings.ok()) running_ = *settings;
+  running_.constraints = session_->scheduler().constraints();
+}
 
 void ApiContext::register_routes(httplib::Server& http) {
   http.Get("/api/checkpoints", [this](const httplib::Request&, httplib::Response& res) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compute/settings.h"
 #include "ops/compute_session.h"
 #include "server/catalog.h"
 #include "server/tiles.h"
@@ -43,6 +44,7 @@ class ApiContext {
   std::deque<nlohmann::ordered_json> consent_requests_;
   uint64_t consent_sequence_ = 0;
   std::mutex settings_mutex_;
+  compute::Settings running_;  // what this server uses now (settings_mutex_); the file changes only when asked
 };
 
 }  // namespace tensormorph::server

@@ -1,5 +1,8 @@
-// The Compute panel's routes: backends, constraints (persisted), recent placement records,
-// operations waiting for consent, and the settings file.
+// The Compute panel's routes: backends, constraints (of the running server, saved on request),
+// recent placement records, operations waiting for consent, and the settings file.
+#include <algorithm>
+#include <iterator>
+
 #include <httplib.h>
 
 #include "compute/settings.h"
@@ -25,6 +28,16 @@ Result<std::vector<std::string>> names(const json& body, const char* key) {
   }
   return out;
 }
+
+// "persist": absent (false) or a boolean.
+Result<bool> persist_flag(const json& body) {
+  if (!body.contains("persist")) return false;
+  if (!body["persist"].is_boolean()) return Status::InvalidArgument("persist must be true or false");
+  return body["persist"].get<bool>();
+}
+
+// The keys the viewer may change; they apply to the running server at once.
+constexpr const char* kRunningKeys[] = {"compute", "compute.memory_budget", "compute.device_cache"};
 
 }  // namespace
 
@@ -59,10 +72,12 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
                      {"settings_file", compute::settings_path().string()}});
   });
 
-  // Replaces the constraints, applies them to the next operation and persists them.
+  // Replaces the running server's constraints; the settings file changes only with "persist": true.
   http.Post("/api/compute", [this](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) return reply_error(res, Status::InvalidArgument("body is not a JSON object"));
+    auto persist = persist_flag(body);
+    if (!persist.ok()) return reply_error(res, persist.status());
     compute::Constraints c;
     if (body.value("mode", "") != "auto") {
       auto prefer = names(body, "prefer"), never = names(body, "never"), only = names(body, "only");
@@ -72,54 +87,77 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
       c = {*prefer, *never, *only};
     }
     std::lock_guard lock(settings_mutex_);
-    auto settings = compute::load_settings(compute::settings_path());
-    if (!settings.ok()) return reply_error(res, settings.status());
-    settings->constraints = c;
-    if (Status saved = compute::save_settings(compute::settings_path(), *settings); !saved.ok()) {
-      return reply_error(res, saved);
+    if (*persist) {
+      auto settings = compute::load_settings(compute::settings_path());
+      if (!settings.ok()) return reply_error(res, settings.status());
+      settings->constraints = c;
+      if (Status saved = compute::save_settings(compute::settings_path(), *settings); !saved.ok()) {
+        return reply_error(res, saved);
+      }
     }
     scheduler().set_constraints(c);
-    reply_json(res, {{"constraints", constraints_json(c)}});
+    running_.constraints = c;
+    reply_json(res, {{"constraints", constraints_json(c)}, {"persisted", *persist}});
   });
 
+  // The settings file's keys, and what the running server uses (which may differ until saved).
   http.Get("/api/settings", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(settings_mutex_);
     auto settings = compute::load_settings(compute::settings_path());
     if (!settings.ok()) return reply_error(res, settings.status());
-    json values = json::object();
+    json values = json::object(), running = json::object();
     for (const char* key : {"compute", "compute.memory_budget", "compute.device_cache", "plugins.path"}) {
       auto v = compute::get_setting(*settings, key);
       values[key] = v.ok() ? *v : "";
     }
-    reply_json(res, {{"file", compute::settings_path().string()}, {"values", values}});
+    for (const char* key : kRunningKeys) {
+      auto v = compute::get_setting(running_, key);
+      running[key] = v.ok() ? *v : "";
+    }
+    reply_json(res, {{"file", compute::settings_path().string()}, {"values", values}, {"running", running},
+                     {"read_only", json::array({"plugins.path"})}});
   });
 
-  // Sets one key; the compute keys apply to the next operation, plugins.path at the next start.
+  // Sets one compute key on the running server; the settings file changes only with "persist": true.
+  // Nothing that loads code (plugins.path) can be set here: a page that got a request through
+  // would choose the libraries the next command loads.
   http.Post("/api/settings", [this](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object() || !body.contains("key") || !body["key"].is_string() ||
         !body.contains("value") || !body["value"].is_string()) {
-      return reply_error(res, Status::InvalidArgument("body must be {\"key\": string, \"value\": string}"));
+      return reply_error(res, Status::InvalidArgument("body must be {\"key\": string, \"value\": string[, \"persist\": bool]}"));
     }
+    auto persist = persist_flag(body);
+    if (!persist.ok()) return reply_error(res, persist.status());
     const std::string key = body["key"], value = body["value"];
+    if (std::find(std::begin(kRunningKeys), std::end(kRunningKeys), key) == std::end(kRunningKeys)) {
+      if (key == "plugins.path") {
+        return reply_json(res, {{"error", "plugins.path cannot be set over HTTP (it loads code); use `tensormorph config set plugins.path DIRS`"},
+                                {"code", "FORBIDDEN"}}, 403);
+      }
+      return reply_error(res, Status::InvalidArgument("unknown setting '" + key.substr(0, 80) + "'; the viewer sets compute, "
+                                                      "compute.memory_budget and compute.device_cache"));
+    }
     std::lock_guard lock(settings_mutex_);
-    auto settings = compute::load_settings(compute::settings_path());
-    if (!settings.ok()) return reply_error(res, settings.status());
-    if (Status set = compute::set_setting(*settings, key, value); !set.ok()) return reply_error(res, set);
-    if (Status saved = compute::save_settings(compute::settings_path(), *settings); !saved.ok()) {
-      return reply_error(res, saved);
+    compute::Settings next = running_;
+    if (Status set = compute::set_setting(next, key, value); !set.ok()) return reply_error(res, set);
+    if (*persist) {
+      auto settings = compute::load_settings(compute::settings_path());
+      if (!settings.ok()) return reply_error(res, settings.status());
+      if (Status set = compute::set_setting(*settings, key, value); !set.ok()) return reply_error(res, set);
+      if (Status saved = compute::save_settings(compute::settings_path(), *settings); !saved.ok()) {
+        return reply_error(res, saved);
+      }
     }
-    bool now = true;
     if (key == "compute") {
-      scheduler().set_constraints(settings->constraints);
+      scheduler().set_constraints(next.constraints);
     } else if (key == "compute.memory_budget") {
-      scheduler().set_memory_budget(settings->memory_budget_bytes);
-    } else if (key == "compute.device_cache") {
-      scheduler().set_device_cache_budget(settings->device_cache_bytes);
+      scheduler().set_memory_budget(next.memory_budget_bytes);
     } else {
-      now = false;  // plugins are loaded when the server starts
+      scheduler().set_device_cache_budget(next.device_cache_bytes);
     }
-    reply_json(res, {{"key", key}, {"value", value}, {"applies", now ? "now" : "at the next start"}});
+    running_ = std::move(next);
+    reply_json(res, {{"key", key}, {"value", value}, {"applies", "now"}, {"persisted", *persist}});
   });
 }
 

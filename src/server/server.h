@@ -8,11 +8,8 @@
 #include <vector>
 
 #include "ops/compute_session.h"
+#include "server/connection_limits.h"
 #include "tensormorph/status.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tensormorph::server {
 
@@ -21,14 +18,17 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                                  ///< 0: an ephemeral port
   bool allow_remote = false;                        ///< required to bind anything but loopback
-  uint32_t threads = 8;                             ///< request threads
+  uint32_t threads = 16;                            ///< request threads (connections served at once)
   uint64_t tile_cache_bytes = uint64_t{256} << 20;  ///< rendered-tile cache budget
   uint64_t fine_stats_bytes = uint64_t{512} << 20;  ///< budget of in-memory statistics pyramids
   std::filesystem::path web_dir;                    ///< the built web UI (web/dist)
   bool build_index = true;                          ///< index the checkpoints in the background
+  ConnectionLimits limits;                          ///< deadlines and queue bounds (workers: `threads`)
 };
 
 class ApiContext;
+class GuardedServer;
+class RequestPolicy;
 
 /// A viewer server over the checkpoints it was given.
 class ViewerServer {
@@ -37,7 +37,7 @@ class ViewerServer {
   static Result<std::unique_ptr<ViewerServer>> create(const std::vector<std::string>& paths, ServerOptions options,
                                                       std::unique_ptr<ops::ComputeSession> session);
   ~ViewerServer();
-  /// Binds the socket (refusing non-loopback hosts without allow_remote) and returns the port.
+  /// Binds the socket (refusing non-loopback hosts without allow_remote, and a port in use) and returns the port.
   Result<int> bind();
   /// Serves until stop() (call after bind()).
   void run();
@@ -52,11 +52,22 @@ class ViewerServer {
   ViewerServer() = default;
   ServerOptions options_;
   int port_ = 0;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<GuardedServer> http_;
   std::unique_ptr<ApiContext> api_;
+  std::shared_ptr<const RequestPolicy> policy_;  // set by bind(): the accepted names include the port
 };
 
-/// True for 127.0.0.0/8, ::1 and "localhost".
+/// What a --host names.
+struct ResolvedHost {
+  std::vector<std::string> addresses;  ///< numeric, as getaddrinfo resolved them
+  bool loopback = false;               ///< every address is loopback (127.0.0.0/8, ::1, ::ffff:127.x.y.z)
+};
+
+/// Resolves `host` (an address literal, IPv6 with or without brackets, or a name such as
+/// localhost); a host that does not resolve is an error naming it.
+Result<ResolvedHost> resolve_host(const std::string& host);
+
+/// True when `host` resolves and every address it resolves to is loopback.
 bool is_loopback_host(const std::string& host);
 
 }  // namespace tensormorph::server

@@ -126,20 +126,47 @@ try {
     await page.waitForFunction((last) => [...document.querySelectorAll('#records tbody tr')].some((r) => Number(r.cells[0].textContent) > last && r.dataset.op === 'tm.histogram@1'), last);
     const after = await newestRecords(page, last);
     check(after.length > 0 && after.every((r) => r.backend !== backend), `after never=${backend}, no new record names it as the backend (${after.map((r) => r.op + '@' + r.backend)})`);
+    check(!fs.readFileSync(config, 'utf8').includes(backend), 'a toggle changes only the running server, not the settings file');
+    await page.click('#save-default');
+    await page.waitForFunction(() => document.querySelector('#save-note').textContent === 'saved as default', null, { timeout: 10000 }).catch(() => {});
     const persisted = JSON.parse(fs.readFileSync(config));
-    check(JSON.stringify(persisted).includes(`never=${backend}`) || JSON.stringify(persisted).includes(backend), 'the constraint is persisted in the settings file');
+    check(JSON.stringify(persisted).includes(backend), '"Save as default" persists the constraint in the settings file');
     await page.screenshot({ path: path.join(artifacts, '3-compute-never.png') });
   }
 
-  // The Compute panel's memory budget is applied by the running server (no restart) and persisted.
+  // The Compute panel's memory budget is applied by the running server (no restart); it reaches the
+  // settings file only through "Save as default".
   await page.fill('#budget', '64G');
   await page.dispatchEvent('#budget', 'change');
   await page.waitForFunction(() => document.querySelector('#budget-note').textContent.length > 0, null, { timeout: 10000 }).catch(() => {});
   const note = await page.textContent('#budget-note');
   check(note === 'applies now', `the memory budget set in the Compute panel applies now (${note})`);
-  check(JSON.stringify(JSON.parse(fs.readFileSync(config))).includes(String(64 * 2 ** 30)), 'the memory budget is persisted in the settings file');
+  const budgetBytes = String(64 * 2 ** 30);
+  check(!fs.readFileSync(config, 'utf8').includes(budgetBytes), 'the memory budget alone does not change the settings file');
+  await page.click('#save-default');
+  await page.waitForFunction(() => document.querySelector('#save-note').textContent === 'saved as default', null, { timeout: 10000 }).catch(() => {});
+  check(await page.textContent('#save-note') === 'saved as default', `"Save as default" reports success (${await page.textContent('#save-note')})`);
+  check(fs.readFileSync(config, 'utf8').includes(budgetBytes), '"Save as default" persists the memory budget in the settings file');
   await page.fill('#budget', '');
   await page.dispatchEvent('#budget', 'change');
+
+  // A foreign page cannot change the settings: its cross-origin POST is refused by the server.
+  const before = fs.readFileSync(config, 'utf8');
+  const foreign = await browser.newPage();
+  await foreign.route('http://attacker.test/', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>x</title>' }));
+  await foreign.goto('http://attacker.test/');
+  const attempt = await foreign.evaluate(async (target) => {
+    try {
+      await fetch(target + 'api/settings', { method: 'POST', mode: 'no-cors', body: JSON.stringify({ key: 'compute.memory_budget', value: '1', persist: true }) });
+      await fetch(target + 'api/compute', { method: 'POST', mode: 'no-cors', body: JSON.stringify({ never: ['cpu'], persist: true }) });
+      return 'sent';
+    } catch (e) { return String(e); }
+  }, url);
+  await new Promise((r) => setTimeout(r, 500));
+  check(fs.readFileSync(config, 'utf8') === before, `a cross-origin page's simple POSTs leave the settings file unchanged (${attempt})`);
+  const running = await (await fetch(url + 'api/settings')).json();
+  check(running.running['compute.memory_budget'] !== '1', 'a cross-origin page does not change the running server either');
+  await foreign.close();
 
   // A memory budget the exact overview render exceeds: the consent dialog offers the sampled rung.
   const budgeted = await serve({ compute: { memory_budget_bytes: 285000 } });

@@ -9,8 +9,12 @@ const $ = (id) => document.getElementById(id);
 const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, lastRecord: 0, viewer: null, plot: null,
   computeEdits: 0, pendingEdits: 0 };
 
+// State-changing requests carry JSON: the server refuses any other content type (a foreign page
+// can send text/plain without a preflight, never application/json).
 async function api(path, options) {
-  const res = await fetch(path, options);
+  const init = options && options.body !== undefined
+    ? { ...options, headers: { 'Content-Type': 'application/json', ...(options.headers || {}) } } : options;
+  const res = await fetch(path, init);
   const body = await res.json();
   if (!res.ok) throw new Error(body.error || res.statusText);
   return body;
@@ -273,10 +277,13 @@ async function setConstraints() {
 }
 
 // The memory budget applies to the next operation (an exact result over it asks for consent).
+// Toggles and the budget change only this server; "Save as default" writes them to the settings
+// file that later commands read.
 async function loadBudget() {
   const s = await api('/api/settings');
-  const bytes = Number(s.values['compute.memory_budget'] || 0);
-  $('budget').value = bytes > 0 ? String(bytes) : '';
+  const value = (s.running || s.values)['compute.memory_budget'] || '';
+  $('budget').value = value === '0' ? '' : value;
+  $('save-default').title = `write the constraints and the memory budget to ${s.file}`;
 }
 
 async function setBudget() {
@@ -288,6 +295,22 @@ async function setBudget() {
     $('budget-note').textContent = String(e.message || e);
   }
   reloadTiles();
+}
+
+async function saveAsDefault() {
+  $('save-note').textContent = '';
+  try {
+    // What the server runs with now (including an `only` from --compute, which has no toggle).
+    const { constraints } = await api('/api/compute');
+    const { prefer, never, only } = constraints;
+    await api('/api/compute', { method: 'POST', body: JSON.stringify({ prefer, never, only, persist: true }) });
+    const { running } = await api('/api/settings');
+    const value = running['compute.memory_budget'] || '0';
+    await api('/api/settings', { method: 'POST', body: JSON.stringify({ key: 'compute.memory_budget', value, persist: true }) });
+    $('save-note').textContent = 'saved as default';
+  } catch (e) {
+    $('save-note').textContent = String(e.message || e);
+  }
 }
 
 function showConsent(request) {
@@ -306,5 +329,6 @@ $('robust').onclick = () => { const [lo, hi] = defaultRange(); $('lo').value = l
 $('recompute').onclick = () => state.tensor && loadStats(true);
 $('consent-cancel').onclick = () => $('consent').close();
 $('budget').onchange = setBudget;
+$('save-default').onclick = saveAsDefault;
 setInterval(() => pollCompute().catch(() => {}), 1500);
 loadCheckpoints().then(pollCompute).then(loadBudget).catch(() => {});
