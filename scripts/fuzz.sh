@@ -33,7 +33,7 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     grep -E "ERROR|SUMMARY|Test unit written" "$build/fuzz_$t.log" || tail -20 "$build/fuzz_$t.log"
   fi
-  grep -E "^#[0-9]+ +DONE" "$build/fuzz_$t.log" || tail -3 "$build/fuzz_$t.log"
+  grep -E "^#[0-9]+[[:space:]]+DONE" "$build/fuzz_$t.log" || tail -3 "$build/fuzz_$t.log"
   grep -E "^stat::number_of_executed_units" "$build/fuzz_$t.log" || true
 done
 if [ ${#failed[@]} -gt 0 ]; then

@@ -161,5 +161,50 @@ TEST(Cli, InfoOpensEveryRealCheckpoint) {
   }
 }
 
+// A GGUF file with one F32 tensor of 8 elements named `name` (any bytes).
+std::string gguf_with_tensor_name(std::string_view name) {
+  std::string bytes;
+  const auto le = [&](uint64_t value, unsigned width) {
+    for (unsigned i = 0; i < width; ++i) bytes += static_cast<char>((value >> (8 * i)) & 0xFF);
+  };
+  bytes += "GGUF";
+  le(3, 4);
+  le(1, 8);  // tensors
+  le(0, 8);  // key/values
+  le(name.size(), 8);
+  bytes += name;
+  le(1, 4);  // n_dims
+  le(8, 8);
+  le(0, 4);  // F32
+  le(0, 8);  // data offset
+  while (bytes.size() % 32 != 0) bytes += '\0';
+  bytes.append(32, '\0');
+  return bytes;
+}
+
+TEST(Cli, InfoEscapesTerminalSequencesInTensorNames) {
+  testing::TempDir dir;
+  const auto path = dir / "escape.gguf";
+  testing::write_bytes(path, gguf_with_tensor_name("evil\x1b[31mred\nline"));
+  auto r = run_cli({"info", path.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evil\\x1B[31mred\\nline"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InfoJsonAcceptsTensorNamesThatAreNotUtf8) {
+  testing::TempDir dir;
+  const auto path = dir / "latin1.gguf";
+  testing::write_bytes(path, gguf_with_tensor_name("caf\xE9"));
+  auto r = run_cli({"info", path.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto parsed = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(parsed.is_discarded()) << r.out;
+  EXPECT_EQ(parsed["tensors"][0]["name"], "caf\\xE9");
+  auto text = run_cli({"info", path.string()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("caf\\xE9"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace tensormorph
