@@ -1,4 +1,4 @@
-// `tensormorph stats`: exact per-tensor statistics, computed in float64 from decoded values.
+// `tensormorph stats`: exact per-tensor statistics, from the index or in the tensor's own domain.
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
 
 #include "cli/commands.h"
 #include "cli/format_util.h"
+#include "core/printable.h"
 #include "ops/pyramid.h"
 #include "tensormorph/decode.h"
 
@@ -29,27 +33,14 @@ struct Options {
 // Summary of one tensor. NaN and ±Inf are counted, never folded into min/max/mean.
 struct TensorStats {
   const TensorInfo* tensor = nullptr;
-  std::string error;  // non-empty when the tensor could not be decoded
+  std::string error;  // non-empty when the tensor could not be computed
   uint64_t count = 0, nan = 0, pos_inf = 0, neg_inf = 0, zeros = 0, finite = 0;
   double min = 0, max = 0, absmax = 0, mean = 0, std = 0;
+  // Integer tensors summarized in their own domain: the extremes as exact integers.
+  std::optional<nlohmann::ordered_json> exact_min, exact_max, exact_absmax;
 };
 
-TensorStats from_index(const TensorInfo& t, const IndexedCheckpoint& indexed) {
-  TensorStats s;
-  s.tensor = &t;
-  s.count = t.elements();
-  const index::TensorPyramid* pyramid = nullptr;
-  for (const auto& p : indexed.contents.tensors) {
-    if (p.name == t.name) pyramid = &p;
-  }
-  if (pyramid == nullptr) {
-    s.error = dtype_decodable(t.dtype) ? "not indexed" : std::string(dtype_not_decodable_reason(t.dtype));
-    for (const auto& why : indexed.report.skipped) {
-      if (why.rfind(t.name + ": ", 0) == 0) s.error = why.substr(t.name.size() + 2);
-    }
-    return s;
-  }
-  const ops::TensorSummary sum = ops::summarize(pyramid->levels.back().tiles[0]);
+void fill(TensorStats& s, const ops::TensorSummary& sum) {
   s.nan = sum.nan;
   s.pos_inf = sum.pos_inf;
   s.neg_inf = sum.neg_inf;
@@ -60,8 +51,95 @@ TensorStats from_index(const TensorInfo& t, const IndexedCheckpoint& indexed) {
   s.absmax = sum.absmax;
   s.mean = sum.mean();
   s.std = sum.stddev();
-  return s;
 }
+
+// F64 and 32/64-bit integers: float32, which tile statistics go through, cannot hold their values.
+void fill_exact(TensorStats& s, const TM_ExactSummary& e) {
+  s.nan = e.nan;
+  s.pos_inf = e.pos_inf;
+  s.neg_inf = e.neg_inf;
+  s.zeros = e.zeros;
+  s.finite = e.count - e.nan - e.pos_inf - e.neg_inf;
+  s.min = s.finite ? e.min : 0;
+  s.max = s.finite ? e.max : 0;
+  s.absmax = e.absmax;
+  s.mean = e.mean;
+  s.std = e.std;
+  if (s.finite == 0) return;
+  switch (s.tensor->dtype) {
+    case DType::kI32:
+    case DType::kI64:
+      s.exact_min = e.min_int;
+      s.exact_max = e.max_int;
+      s.exact_absmax = e.absmax_uint;
+      break;
+    case DType::kU32:
+    case DType::kU64:
+      s.exact_min = e.min_uint;
+      s.exact_max = e.max_uint;
+      s.exact_absmax = e.absmax_uint;
+      break;
+    default: break;
+  }
+}
+
+/// Every requested tensor's statistics: from the index where it holds the tensor, in memory
+/// where it does not (a name it cannot store), exactly in the tensor's own domain for the types
+/// float32 cannot hold.
+class StatsSource {
+ public:
+  StatsSource(compute::Scheduler& scheduler, const Checkpoint& ckpt, const IndexedCheckpoint& indexed,
+              uint32_t tile, ops::Records& records)
+      : scheduler_(scheduler), ckpt_(ckpt), tile_(tile), records_(records) {
+    pyramids_.reserve(indexed.contents.tensors.size());
+    for (const auto& p : indexed.contents.tensors) pyramids_.emplace(p.name, &p);
+    for (const auto& why : indexed.report.skipped) {
+      if (why.kind == index::SkippedTensor::Kind::kFailed) failed_.emplace(why.name, why.reason);
+    }
+  }
+
+  TensorStats stats_of(const TensorInfo& t) {
+    TensorStats s;
+    s.tensor = &t;
+    s.count = t.elements();
+    if (ops::exact_summary_supported(t.dtype)) {
+      auto exact = ops::tensor_exact_summary(scheduler_, ckpt_, t, &records_);
+      if (!exact.ok()) {
+        s.error = exact.status().message();
+      } else {
+        fill_exact(s, *exact);
+      }
+      return s;
+    }
+    if (const auto it = pyramids_.find(t.name); it != pyramids_.end()) {
+      fill(s, ops::summarize(it->second->levels.back().tiles[0]));
+      return s;
+    }
+    if (!dtype_decodable(t.dtype)) {
+      s.error = std::string(dtype_not_decodable_reason(t.dtype));
+      return s;
+    }
+    if (const auto it = failed_.find(t.name); it != failed_.end()) {
+      s.error = it->second;  // it failed while indexing: it would fail again
+      return s;
+    }
+    auto level0 = ops::tensor_tile_stats(scheduler_, ckpt_, t, tile_, &records_);
+    if (!level0.ok()) {
+      s.error = level0.status().message();
+      return s;
+    }
+    fill(s, ops::summarize(ops::build_pyramid(std::move(level0).value()).back().tiles[0]));
+    return s;
+  }
+
+ private:
+  compute::Scheduler& scheduler_;
+  const Checkpoint& ckpt_;
+  uint32_t tile_;
+  ops::Records& records_;
+  std::unordered_map<std::string_view, const index::TensorPyramid*> pyramids_;
+  std::unordered_map<std::string_view, std::string_view> failed_;
+};
 
 bool selected(const TensorInfo& t, const std::vector<std::string>& globs) {
   if (globs.empty()) return true;
@@ -95,9 +173,9 @@ nlohmann::ordered_json row_json(const TensorStats& s) {
   j["finite"] = s.finite;
   j["mean"] = num(s.mean);
   j["std"] = num(s.std);
-  j["min"] = num(s.min);
-  j["max"] = num(s.max);
-  j["absmax"] = num(s.absmax);
+  j["min"] = s.exact_min ? *s.exact_min : num(s.min);
+  j["max"] = s.exact_max ? *s.exact_max : num(s.max);
+  j["absmax"] = s.exact_absmax ? *s.exact_absmax : num(s.absmax);
   j["nan"] = s.nan;
   j["pos_inf"] = s.pos_inf;
   j["neg_inf"] = s.neg_inf;
@@ -106,42 +184,65 @@ nlohmann::ordered_json row_json(const TensorStats& s) {
   return j;
 }
 
+// An extreme for the table: an exact integer in full, a float to 4 significant digits.
+std::string extreme_text(const std::optional<nlohmann::ordered_json>& exact, double value) {
+  if (exact) return exact->dump();
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
+}
+
 void print_table(const std::vector<TensorStats>& rows) {
+  constexpr size_t kMaxName = 56;
+  std::vector<std::string> names;
+  names.reserve(rows.size());
   size_t w = 4;
-  for (const auto& s : rows) w = std::max(w, s.tensor->name.size());
-  w = std::min<size_t>(w, 56);
+  for (const auto& s : rows) {
+    names.push_back(printable(s.tensor->name, kMaxName));
+    w = std::max(w, names.back().size());
+  }
+  w = std::min(w, kMaxName);
   std::printf("%-*s  %-7s  %10s  %11s  %11s  %11s  %11s  %11s  %5s  %5s  %8s\n", static_cast<int>(w), "name", "dtype",
               "count", "mean", "std", "min", "max", "absmax", "nan", "inf", "zeros");
-  for (const auto& s : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TensorStats& s = rows[i];
     const TensorInfo& t = *s.tensor;
     if (!s.error.empty()) {
-      std::printf("%-*s  %-7s  %10s  %s\n", static_cast<int>(w), t.name.c_str(),
-                  std::string(dtype_name(t.dtype)).c_str(), human_count(s.count).c_str(), s.error.c_str());
+      std::printf("%-*s  %-7s  %10s  %s\n", static_cast<int>(w), names[i].c_str(),
+                  std::string(dtype_name(t.dtype)).c_str(), human_count(s.count).c_str(),
+                  printable(s.error, 400).c_str());
       continue;
     }
     double sparsity = s.count ? 100.0 * static_cast<double>(s.zeros) / static_cast<double>(s.count) : 0.0;
-    std::printf("%-*s  %-7s  %10s  %11.4g  %11.4g  %11.4g  %11.4g  %11.4g  %5llu  %5llu  %7.2f%%\n",
-                static_cast<int>(w), t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
-                human_count(s.count).c_str(), s.mean, s.std, s.min, s.max, s.absmax,
-                static_cast<unsigned long long>(s.nan), static_cast<unsigned long long>(s.pos_inf + s.neg_inf),
-                sparsity);
+    std::printf("%-*s  %-7s  %10s  %11.4g  %11.4g  %11s  %11s  %11s  %5llu  %5llu  %7.2f%%\n", static_cast<int>(w),
+                names[i].c_str(), std::string(dtype_name(t.dtype)).c_str(), human_count(s.count).c_str(), s.mean,
+                s.std, extreme_text(s.exact_min, s.min).c_str(), extreme_text(s.exact_max, s.max).c_str(),
+                extreme_text(s.exact_absmax, s.absmax).c_str(), static_cast<unsigned long long>(s.nan),
+                static_cast<unsigned long long>(s.pos_inf + s.neg_inf), sparsity);
   }
   std::fflush(stdout);
 }
 
+// A CSV field: quoted when it holds a separator, a quote or a line break (RFC 4180).
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string q = "\"";
+  for (char c : text) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 void print_csv(const std::vector<TensorStats>& rows) {
   std::cout << "name,dtype,count,finite,mean,std,min,max,absmax,nan,pos_inf,neg_inf,zeros,error\n";
+  auto extreme = [](const std::optional<nlohmann::ordered_json>& exact, double v) {
+    return exact ? exact->dump() : format_double(v);
+  };
   for (const auto& s : rows) {
-    std::string name = s.tensor->name;
-    if (name.find_first_of(",\"\n") != std::string::npos) {
-      std::string q = "\"";
-      for (char c : name) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-      name = q + "\"";
-    }
-    std::cout << name << "," << dtype_name(s.tensor->dtype) << "," << s.count << "," << s.finite << ","
-              << format_double(s.mean) << "," << format_double(s.std) << "," << format_double(s.min) << ","
-              << format_double(s.max) << "," << format_double(s.absmax) << "," << s.nan << "," << s.pos_inf << ","
-              << s.neg_inf << "," << s.zeros << "," << (s.error.empty() ? "" : "\"" + s.error + "\"") << "\n";
+    // Names are shown escaped (reversibly: see printable.h), never as raw terminal bytes.
+    std::cout << csv_field(printable(s.tensor->name, SIZE_MAX)) << "," << dtype_name(s.tensor->dtype) << ","
+              << s.count << "," << s.finite << "," << format_double(s.mean) << "," << format_double(s.std) << ","
+              << extreme(s.exact_min, s.min) << "," << extreme(s.exact_max, s.max) << ","
+              << extreme(s.exact_absmax, s.absmax) << "," << s.nan << "," << s.pos_inf << "," << s.neg_inf << ","
+              << s.zeros << "," << (s.error.empty() ? "" : csv_field(printable(s.error, SIZE_MAX))) << "\n";
   }
 }
 
@@ -172,9 +273,14 @@ Command add_stats_command(CLI::App& app) {
               print_error(indexed.status().message());
               return static_cast<int>(kExitUserError);
             }
+            if (!indexed->report.not_kept.empty()) {
+              std::cerr << "tensormorph: warning: the index could not be kept (" << indexed->report.not_kept
+                        << "): statistics were computed in memory and will be computed again next time\n";
+            }
+            StatsSource source(session->scheduler(), *ckpt, *indexed, opt->tile, records);
             std::vector<TensorStats> rows;
             for (const TensorInfo& t : ckpt->tensors()) {
-              if (selected(t, opt->globs)) rows.push_back(from_index(t, *indexed));
+              if (selected(t, opt->globs)) rows.push_back(source.stats_of(t));
             }
             if (rows.empty() && !opt->globs.empty()) {
               print_error(ckpt->path().string() + ": no tensor matches the given --tensor patterns");
@@ -193,7 +299,7 @@ Command add_stats_command(CLI::App& app) {
               j["tensors"] = nlohmann::ordered_json::array();
               for (const auto& s : rows) j["tensors"].push_back(row_json(s));
               if (opt->compute.explain) j["placements"] = placements_json(records);
-              std::cout << j.dump(2) << "\n";
+              std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);
               if (opt->compute.explain) print_placements(std::cerr, records);
@@ -201,8 +307,22 @@ Command add_stats_command(CLI::App& app) {
               print_table(rows);
               if (opt->compute.explain) print_placements(std::cout, records);
             }
-            bool any_error = std::any_of(rows.begin(), rows.end(), [](const auto& s) { return !s.error.empty(); });
-            return static_cast<int>(any_error && rows.size() == 1 ? kExitUserError : kExitOk);
+            // Every requested tensor has its numbers, or the run failed: a script must not take a
+            // table of errors for a result.
+            std::vector<const TensorStats*> failed;
+            for (const auto& s : rows) {
+              if (!s.error.empty()) failed.push_back(&s);
+            }
+            if (failed.empty()) return static_cast<int>(kExitOk);
+            std::string which;
+            constexpr size_t kListed = 5;
+            for (size_t i = 0; i < failed.size() && i < kListed; ++i) {
+              which += (i ? "; " : "") + quoted_name(failed[i]->tensor->name, 80) + ": " + failed[i]->error;
+            }
+            if (failed.size() > kListed) which += "; and " + std::to_string(failed.size() - kListed) + " more";
+            print_error(ckpt->path().string() + ": " + std::to_string(failed.size()) + " of " +
+                        std::to_string(rows.size()) + " requested tensors could not be computed: " + which);
+            return static_cast<int>(kExitUserError);
           }};
 }
 

@@ -56,12 +56,27 @@ OpDefinition histogram_definition() {
   return d;
 }
 
+OpDefinition exact_summary_definition() {
+  OpDefinition d;
+  d.id = TM_OP_EXACT_SUMMARY;
+  d.summary = "Statistics of a whole F64 or 32/64-bit integer tensor in its own domain";
+  d.inputs = {{"input", "tensor<F64|I32|U32|I64|U64>", "contiguous elements"}};
+  d.outputs = {{"summary", "U8[sizeof(TM_ExactSummary)]", "one TM_ExactSummary"}};
+  d.exactness_definition =
+      "integers: counts, extremes and the 128-bit sum exact; mean = double(sum) / n; std = sqrt(double(n * "
+      "sum(x^2) - sum(x)^2)) / n with the numerator exact in 256 bits. F64: counts and extremes exact (-0.0 below "
+      "+0.0); with e = ilogb(absmax), mean and std from Neumaier-compensated sums, in element order, of x * 2^-e "
+      "and of (x * 2^-e - mean * 2^-e)^2 (docs/COMPUTE.md)";
+  return d;
+}
+
 }  // namespace
 
 Status register_core_ops(compute::OpRegistry& registry) {
   TM_RETURN_IF_ERROR(registry.add(decode_definition()));
   TM_RETURN_IF_ERROR(registry.add(tile_stats_definition()));
   TM_RETURN_IF_ERROR(registry.add(histogram_definition()));
+  TM_RETURN_IF_ERROR(registry.add(exact_summary_definition()));
   return Status::Ok();
 }
 

@@ -113,6 +113,7 @@ std::optional<CoreOp> core_op_from_id(std::string_view id) {
   if (id == TM_OP_DECODE) return CoreOp::kDecode;
   if (id == TM_OP_TILE_STATS) return CoreOp::kTileStats;
   if (id == TM_OP_HISTOGRAM) return CoreOp::kHistogram;
+  if (id == TM_OP_EXACT_SUMMARY) return CoreOp::kExactSummary;
   return std::nullopt;
 }
 
@@ -182,6 +183,22 @@ Result<HistogramArgs> parse_histogram(const TM_OpInstance& op) {
                            shape_text(args.output.arg));
   }
   TM_RETURN_IF_ERROR(check_histogram_params(args.lo, args.hi, args.bins, args.output.elems));
+  return args;
+}
+
+Result<ExactSummaryArgs> parse_exact_summary(const TM_OpInstance& op) {
+  const std::string id = TM_OP_EXACT_SUMMARY;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_EXACT_SUMMARY));
+  ExactSummaryArgs args;
+  TM_RETURN_IF_ERROR(read_io(id, instance, args.input, args.output));
+  TM_RETURN_IF_ERROR(read_attributes(id, instance, {}).status());
+  if (!exact_summary_supported(args.input.dtype)) {
+    return invalid(id, "input dtype " + std::string(dtype_name(args.input.dtype)) + " is not F64, I32, U32, I64 or U64");
+  }
+  if (args.output.dtype != DType::kU8 || args.output.elems != sizeof(TM_ExactSummary)) {
+    return invalid(id, "output must be U8[" + std::to_string(sizeof(TM_ExactSummary)) + "], got " +
+                           std::string(dtype_name(args.output.dtype)) + shape_text(args.output.arg));
+  }
   return args;
 }
 

@@ -17,7 +17,7 @@
 namespace tensormorph::ops {
 
 /// The core operations.
-enum class CoreOp { kDecode, kTileStats, kHistogram };
+enum class CoreOp { kDecode, kTileStats, kHistogram, kExactSummary };
 
 /// The core operation named `id` ("tm.tile_stats@1"), or nullopt.
 std::optional<CoreOp> core_op_from_id(std::string_view id);
@@ -87,6 +87,12 @@ struct HistogramArgs {
   uint64_t bins = 0;
 };
 
+/// tm.exact_summary@1's validated arguments.
+struct ExactSummaryArgs {
+  TensorArgument input;   ///< F64, I32, U32, I64 or U64
+  TensorArgument output;  ///< U8[sizeof(TM_ExactSummary)]
+};
+
 /// Checks the instance's operation, argument counts, dtypes, shapes, nbytes, data pointers and
 /// attributes for tm.decode@1; INVALID_ARGUMENT naming what is wrong.
 Result<DecodeArgs> parse_decode(const TM_OpInstance& op);
@@ -94,6 +100,9 @@ Result<DecodeArgs> parse_decode(const TM_OpInstance& op);
 Result<TileStatsArgs> parse_tile_stats(const TM_OpInstance& op);
 /// Same for tm.histogram@1 (including lo < hi finite and bins >= 1).
 Result<HistogramArgs> parse_histogram(const TM_OpInstance& op);
+
+/// Same for tm.exact_summary@1 (an input dtype exact_summary_supported() accepts).
+Result<ExactSummaryArgs> parse_exact_summary(const TM_OpInstance& op);
 
 /// OK when a result of `achieved` exactness (with relative `achieved_bound` when BOUNDED) meets
 /// `policy`'s floor; UNIMPLEMENTED when it is weaker; INVALID_ARGUMENT for an unknown floor.

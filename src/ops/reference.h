@@ -114,6 +114,14 @@ inline uint64_t histogram_slot(float value, double lo, double hi, double scale, 
 Status histogram_reference(const TensorView& tensor, double lo, double hi, uint64_t bins,
                            std::span<uint64_t> out);
 
+/// True for the dtypes tm.exact_summary@1 takes: F64, I32, U32, I64, U64 (the scalar types whose
+/// values float32 cannot all hold).
+bool exact_summary_supported(DType dtype);
+
+/// tm.exact_summary@1: `tensor`'s statistics in its own domain (see TM_ExactSummary and
+/// docs/COMPUTE.md); INVALID_ARGUMENT for another dtype or a byte count that does not match.
+Status exact_summary_reference(const TensorView& tensor, TM_ExactSummary* out);
+
 /// Checks tm.decode@1's arguments: `bytes` exactly the storage of `elems`, `out_elems` == elems.
 Status check_decode_args(const TensorView& tensor, uint64_t out_elems);
 

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/dtype_abi.h"
+#include "core/printable.h"
 #include "ops/matrix_shape.h"
 #include "tensormorph/decode.h"
 
@@ -66,7 +67,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
   level.tiles.assign(level.grid.count(), empty_tile_stats());
   if (tensor.elements() == 0) return level;
   if (!dtype_decodable(tensor.dtype)) {
-    return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "': " +
+    return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) + ": " +
                                std::string(dtype_not_decodable_reason(tensor.dtype)));
   }
   TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
@@ -86,7 +87,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     req.max_threads = max_threads;
     req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
                       {"col_end", static_cast<int64_t>(m.cols), 0}, {"tile", tile, 0}};
-    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
     if (band_done) band_done(rows * row_bytes);
   }
   return level;
@@ -102,7 +103,7 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
                                        Records* records) {
   const MatrixShape m = as_matrix(tensor);
   if (row_begin > row_end || row_end > m.rows) {
-    return Status::InvalidArgument("tensor '" + tensor.name + "': rows [" + std::to_string(row_begin) + ", " +
+    return Status::InvalidArgument("tensor " + quoted_name(tensor.name) + ": rows [" + std::to_string(row_begin) + ", " +
                                    std::to_string(row_end) + ") are outside its " + std::to_string(m.rows) + " rows");
   }
   std::vector<float> values((row_end - row_begin) * m.cols);
@@ -121,7 +122,7 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
                           band_region(data.file, r0 * row_bytes)});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
                            std::as_writable_bytes(std::span(values).subspan((r0 - row_begin) * m.cols, rows * m.cols))});
-    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+    TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
   }
   return values;
 }
@@ -137,8 +138,21 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
                         data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
   req.attributes = {{"lo", 0, lo}, {"hi", 0, hi}, {"bins", static_cast<int64_t>(bins), 0}};
-  TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor '" + tensor.name + "'"));
+  TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
   return counts;
+}
+
+Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                             const TensorInfo& tensor, Records* records) {
+  TM_ExactSummary summary{};
+  TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+  compute::OpRequest req;
+  req.op = TM_OP_EXACT_SUMMARY;
+  req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
+  req.outputs.push_back({TM_DTYPE_U8, {sizeof summary}, std::as_writable_bytes(std::span(&summary, 1))});
+  TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
+  return summary;
 }
 
 Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
@@ -146,7 +160,7 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
   MatrixRows out;
   const MatrixShape m = as_matrix(tensor);
   auto where = [&] {
-    return checkpoint.files()[tensor.file].path.string() + ": tensor '" + tensor.name + "' at offset " +
+    return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) + " at offset " +
            std::to_string(tensor.offset);
   };
   if (row_begin > row_end || row_end > m.rows) return Status::InvalidArgument(where() + ": rows out of range");

@@ -56,6 +56,11 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
                                                const TensorInfo& tensor, double lo, double hi, uint64_t bins,
                                                Records* records = nullptr);
 
+/// The tensor's statistics in its own domain, through tm.exact_summary@1 (F64, I32, U32, I64 and
+/// U64 only: see exact_summary_supported).
+Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                             const TensorInfo& tensor, Records* records = nullptr);
+
 /// A key identifying a tensor's bytes for residency tracking (stable for the same file and span).
 uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band);
 

@@ -80,10 +80,13 @@ typedef enum TM_DType {
  *                    out[0]: TM_TileStats per T x T tile of the view, row-major over tiles.
  *  "tm.histogram@1"  in[0]: tensor; attributes lo, hi (f64), bins (i64);
  *                    out[0]: U64[bins + 3]: bins, then below-lo, above-hi, NaN counts.
+ *  "tm.exact_summary@1" in[0]: tensor of F64, I32, U32, I64 or U64 (the scalar types whose values
+ *                    float32 cannot all hold), contiguous; out[0]: one TM_ExactSummary.
  */
 #define TM_OP_DECODE "tm.decode@1"
 #define TM_OP_TILE_STATS "tm.tile_stats@1"
 #define TM_OP_HISTOGRAM "tm.histogram@1"
+#define TM_OP_EXACT_SUMMARY "tm.exact_summary@1"
 
 /** Statistics of one tile. NaN and +-Inf are counted and excluded from min/max/sum/sum_sq.
  *  Sums follow the canonical order of docs/COMPUTE.md, so bitwise-exact backends agree. */
@@ -100,6 +103,30 @@ typedef struct TM_TileStats {
   float absmax;      /* largest |finite element| (0 when none) */
   uint32_t reserved; /* zero */
 } TM_TileStats;
+
+/** The output of "tm.exact_summary@1": a whole tensor's statistics in the tensor's own domain.
+ *  Integer extremes and sums are exact integers; F64 extremes are the stored doubles. The float64
+ *  fields follow docs/COMPUTE.md's definition of the operation (bitwise reproducible). The layout
+ *  is fixed by the operation's id: a changed layout is a new id. */
+typedef struct TM_ExactSummary {
+  uint64_t count;       /* elements */
+  uint64_t nan;         /* NaN elements (F64 only) */
+  uint64_t pos_inf;     /* +Inf elements (F64 only) */
+  uint64_t neg_inf;     /* -Inf elements (F64 only) */
+  uint64_t zeros;       /* elements equal to zero (either sign) */
+  int64_t min_int;      /* I32/I64: the smallest element, exact (0 when empty or not signed) */
+  int64_t max_int;      /* I32/I64: the largest element, exact */
+  uint64_t min_uint;    /* U32/U64: the smallest element, exact (0 when empty or not unsigned) */
+  uint64_t max_uint;    /* U32/U64: the largest element, exact */
+  uint64_t absmax_uint; /* integer types: the largest |element|, exact (2^63 for INT64_MIN) */
+  uint64_t sum_low;     /* integer types: the exact sum, a 128-bit two's-complement integer: low half */
+  int64_t sum_high;     /* ... and high half */
+  double min;           /* smallest finite element as float64 (integers rounded to nearest); +Inf when none */
+  double max;           /* largest finite element as float64; -Inf when none */
+  double absmax;        /* largest |finite element| as float64; 0 when none */
+  double mean;          /* mean of the finite elements; 0 when none */
+  double std;           /* population standard deviation of the finite elements; 0 when none */
+} TM_ExactSummary;
 
 /** How a backend supports an (operation, dtype, shape class). */
 typedef enum TM_SupportLevel {

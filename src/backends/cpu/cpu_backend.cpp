@@ -203,6 +203,13 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
            4.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
       break;
     }
+    case ops::CoreOp::kExactSummary: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_exact_summary(op));
+      // One sequential scalar pass (three for F64: extremes, scaled sum, scaled squares).
+      const double passes = args.input.dtype == DType::kF64 ? 3.0 : 1.0;
+      t = {args.input.dtype, args.input.arg.nbytes, args.output.arg.nbytes, 4.0 * passes};
+      break;
+    }
   }
   return t;
 }
@@ -245,6 +252,16 @@ Status run_histogram(const TM_OpInstance& op, uint32_t threads) {
   return with_aligned_output<uint64_t>(out, args.output.elems, [&](std::span<uint64_t> counts) {
     return histogram(tensor, args.lo, args.hi, args.bins, counts, threads);
   });
+}
+
+Status run_exact_summary(const TM_OpInstance& op) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_exact_summary(op));
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  TM_ExactSummary summary{};
+  TM_RETURN_IF_ERROR(ops::exact_summary_reference({args.input.dtype, in, args.input.elems}, &summary));
+  std::memcpy(out, &summary, sizeof summary);
+  return Status::Ok();
 }
 
 // ---- The ABI entry points --------------------------------------------------------------------
@@ -328,6 +345,9 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       reason = std::string("cpu does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
+    } else if (*kind == ops::CoreOp::kExactSummary && !ops::exact_summary_supported(*dtype)) {
+      reason = std::string(TM_OP_EXACT_SUMMARY) + " takes F64, I32, U32, I64 or U64, not " +
+               std::string(dtype_name(*dtype));
     } else if (!dtype_decodable(*dtype)) {
       reason = std::string(dtype_name(*dtype)) + " is not decodable yet: " + std::string(dtype_not_decodable_reason(*dtype));
     } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
@@ -434,6 +454,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       case ops::CoreOp::kDecode: TM_RETURN_IF_ERROR(run_decode(*op, policy.max_threads)); break;
       case ops::CoreOp::kTileStats: TM_RETURN_IF_ERROR(run_tile_stats(*op, policy.max_threads, b.isa, b.file_reads)); break;
       case ops::CoreOp::kHistogram: TM_RETURN_IF_ERROR(run_histogram(*op, policy.max_threads)); break;
+      case ops::CoreOp::kExactSummary: TM_RETURN_IF_ERROR(run_exact_summary(*op)); break;
     }
     ops::write_execution_report(report, TM_EXACT_BITWISE,
                                 std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count(),
