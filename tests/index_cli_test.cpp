@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cache_dir.h"
 #include "formats/safetensors/safetensors.h"
 #include "index/index_builder.h"
 #include "ops/compute_session.h"
@@ -396,6 +397,195 @@ TEST(IndexCli, KillNineLeavesNoIndexOrAValidOneAndTheRerunResumes) {
   for (const auto& t : final_index->tensors) {
     EXPECT_EQ(t.levels.back().tiles[0].count, kBigRows * kBigCols) << t.name;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardening: what the index and the commands do with hostile or unlucky surroundings.
+
+// A process id that belonged to a process that has exited (and was reaped).
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+void set_mtime_seconds_ago(const fs::path& path, int seconds) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds));
+}
+
+TEST(IndexCli, StaleTemporariesOfDeadRunsAreRemovedAndLiveOnesKept) {
+  TempDir dir;
+  std::mt19937_64 rng(11);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"w", {16, 16}, random_values(rng, 256)}});
+  const std::string prefix = ".model.safetensors.tmindex.tmp.";
+  const fs::path dead = dir / (prefix + std::to_string(dead_pid()) + ".0");
+  const fs::path dead_recent = dir / (prefix + std::to_string(dead_pid()) + ".1");
+  const fs::path alive = dir / (prefix + std::to_string(::getpid()) + ".0");
+  const fs::path unrelated = dir / ".model.safetensors.tmindex.tmp.notapid.0";
+  for (const auto& p : {dead, dead_recent, alive, unrelated}) testing::write_bytes(p, std::string(4096, 'x'));
+  for (const auto& p : {dead, alive, unrelated}) set_mtime_seconds_ago(p, 3600);
+
+  auto r = run_cli({"index", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dead)) << "a dead run's temporary is removed";
+  EXPECT_NE(r.err.find("removed 1 temporary file (4.00 KiB)"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dead_recent)) << "written to within the last minute: may belong to another host";
+  EXPECT_TRUE(fs::exists(alive)) << "the writer is alive";
+  EXPECT_TRUE(fs::exists(unrelated)) << "not a temporary's name";
+}
+
+TEST(IndexCli, FifosAreRefusedWithoutBlocking) {
+  TempDir dir;
+  const fs::path fifo = dir / "model.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = run_cli({"info", fifo.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is a FIFO, not a regular file"), std::string::npos) << r.err;
+
+  // A FIFO as one shard of a sharded set.
+  std::mt19937_64 rng(12);
+  fs::create_directory(dir / "sharded");
+  write_two_shards(dir / "sharded", rng);
+  fs::remove(dir / "sharded" / "model-00002-of-00002.safetensors");
+  ASSERT_EQ(::mkfifo((dir / "sharded" / "model-00002-of-00002.safetensors").c_str(), 0600), 0);
+  r = run_cli({"info", (dir / "sharded" / "model.safetensors.index.json").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model-00002-of-00002.safetensors: is a FIFO"), std::string::npos) << r.err;
+}
+
+TEST(IndexCli, StatsFailsWhenARequestedTensorCannotBeComputed) {
+  TempDir dir;
+  std::mt19937_64 rng(13);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"a", {32, 32}, random_values(rng, 1024)}, {"b", {8}, random_values(rng, 8)}});
+  const fs::path config = dir / "settings.json";
+  testing::write_bytes(config, R"({"compute": {"memory_budget_bytes": 1}})");
+  const Child budget = spawn_cli({"stats", file.string(), "--json"}, dir.path(), {"TENSORMORPH_CONFIG=" + config.string()});
+  EXPECT_EQ(wait_exit_code(budget), 1) << read_bytes(budget.err);
+  const std::string err = read_bytes(budget.err);
+  EXPECT_NE(err.find("2 of 2 requested tensors could not be computed"), std::string::npos) << err;
+  EXPECT_NE(err.find("'a'"), std::string::npos) << err;
+}
+
+TEST(IndexCli, UnwritableIndexAndCacheStillGiveStatistics) {
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms(0755));
+  const fs::path ro = dir / "ro", cache = dir / "cache";
+  fs::create_directories(ro);
+  fs::create_directories(cache);
+  std::mt19937_64 rng(14);
+  write_f32_safetensors(ro / "model.safetensors", {{"b", {5}, {1, 2, 3, 4, 5}}});
+  fs::permissions(ro / "model.safetensors", fs::perms(0644));
+  fs::permissions(ro, fs::perms(0555));
+  fs::permissions(cache, fs::perms(0555));  // the cache directory cannot take the index either
+  const bool root = ::geteuid() == 0;
+  const Child child = spawn_cli({"stats", (ro / "model.safetensors").string(), "--json"}, dir.path(),
+                                {"XDG_CACHE_HOME=" + cache.string(), "HOME=" + cache.string(),
+                                 "XDG_CONFIG_HOME=" + (dir / "config").string()},
+                                root);
+  const int code = wait_exit_code(child);
+  fs::permissions(ro, fs::perms(0755));
+  fs::permissions(cache, fs::perms(0755));
+  if (code == 126) GTEST_SKIP() << "cannot drop root privileges to test an unwritable directory";
+  const std::string err = read_bytes(child.err);
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("the index could not be kept"), std::string::npos) << err;
+  EXPECT_NE(err.find("Permission denied"), std::string::npos) << "the real cause, not ENOENT: " << err;
+  const auto j = nlohmann::json::parse(read_bytes(child.out));
+  EXPECT_EQ(j["tensors"][0]["mean"].get<double>(), 3.0);
+}
+
+TEST(IndexCli, VerifyFindsAnEditTheQuickCheckCannotSee) {
+  TempDir dir;
+  const fs::path file = dir / "model.safetensors";
+  // Large enough that the middle lies outside the hashed head (1 MiB) and tail (64 KiB).
+  std::vector<float> values(1 << 20, 1.0f);
+  write_f32_safetensors(file, {{"big", {1024, 1024}, values}});
+  auto r = run_cli({"index", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // Same size, one value in the middle changed, the modification time put back.
+  struct stat before {};
+  ASSERT_EQ(::stat(file.c_str(), &before), 0);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(before.st_size / 2) & ~std::streamoff{3});
+    const float changed = 1000.0f;
+    f.write(reinterpret_cast<const char*>(&changed), sizeof changed);
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+
+  r = run_cli({"index", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("up to date, nothing read"), std::string::npos) << "the documented blind spot: " << r.out;
+  r = run_cli({"index", file.string(), "--verify"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 tensors re-read: 0 matched the index, 1 had changed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("changed     big"), std::string::npos) << r.out;
+  r = run_cli({"stats", file.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors"][0]["max"].get<double>(), 1000.0);
+  r = run_cli({"index", file.string(), "--verify"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("verified: unchanged"), std::string::npos) << r.out;
+}
+
+TEST(IndexCli, WithoutHomeTheCacheIsPrivate) {
+  testing::ScopedEnv no_xdg("XDG_CACHE_HOME", "");
+  testing::ScopedEnv no_home("HOME", "");
+  const fs::path cache = user_cache_dir();
+  EXPECT_NE(cache.string().rfind("/tmp/.cache", 0), 0u) << cache;
+  if (cache.string().rfind("/tmp/", 0) == 0) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(cache.parent_path().c_str(), &st), 0) << cache;
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 077, 0u) << "only this user may enter " << cache.parent_path();
+    EXPECT_EQ(st.st_uid, ::geteuid());
+  }
+}
+
+TEST(IndexCli, ExportWritesThroughFifosLinksAndDevicesWithoutReplacingThem) {
+  TempDir dir;
+  std::mt19937_64 rng(15);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"w", {4, 4}, random_values(rng, 16)}});
+
+  // A FIFO: written in place, read by a reader on the other end.
+  const fs::path fifo = dir / "pipe.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = read_bytes(fifo); });
+  auto r = run_cli({"export", file.string(), "--tensor", "w", "-o", fifo.string()});
+  reader.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_fifo(fifo)) << "the FIFO is still a FIFO";
+  EXPECT_EQ(received.substr(0, 6), "\x93NUMPY");
+  EXPECT_EQ(received.size(), 128u + 64u);
+
+  // A symbolic link: the file it names is replaced, the link stays.
+  const fs::path target = dir / "real.npy", link = dir / "link.npy";
+  testing::write_bytes(target, "old");
+  fs::create_symlink(target, link);
+  r = run_cli({"export", file.string(), "--tensor", "w", "-o", link.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_bytes(target).substr(0, 6), "\x93NUMPY");
+
+  // A device that refuses the bytes: an error, and the device stays a device.
+  if (fs::exists("/dev/full")) {
+    r = run_cli({"export", file.string(), "--tensor", "w", "-o", "/dev/full"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::is_character_file("/dev/full"));
+  }
+  // A directory is refused by name.
+  r = run_cli({"export", file.string(), "--tensor", "w", "-o", dir.path().string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
 }
 
 }  // namespace

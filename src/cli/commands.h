@@ -68,6 +68,7 @@ struct IndexRequest {
   uint32_t threads = 0;
   std::string index_path;           ///< "" = default location
   ops::Records* records = nullptr;  ///< receives placement records
+  bool verify = false;              ///< re-read every tensor and compare with the index
 };
 
 /// A checkpoint's index, brought up to date.

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "cli/progress.h"
+#include "core/printable.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -22,6 +23,7 @@ struct Options {
   uint32_t tile = ops::kDefaultTile;
   uint32_t threads = 0;
   std::string index_path;
+  bool verify = false;
   ComputeOptions compute;
 };
 
@@ -33,6 +35,7 @@ Result<IndexedCheckpoint> ensure_index(ops::ComputeSession& session, const Check
   options.threads = request.threads;
   options.location = request.index_path;
   options.records = request.records;
+  options.verify = request.verify;
   options.interrupted = &g_interrupted;
   auto display = std::make_shared<ProgressDisplay>("indexing");
   bool showed = false;
@@ -48,6 +51,11 @@ Result<IndexedCheckpoint> ensure_index(ops::ComputeSession& session, const Check
   if (showed) display->finish();
   if (!report.ok()) return report.status();
   out.report = std::move(report).value();
+  if (const StaleTemporaries& stale = out.report.stale_removed; stale.files > 0) {
+    std::cerr << "tensormorph: removed " << stale.files << " temporary file" << (stale.files == 1 ? "" : "s") << " ("
+              << human_bytes(stale.bytes) << ") left beside " << printable(out.report.index_path.string())
+              << " by interrupted runs\n";
+  }
   if (out.report.interrupted) {
     return Status(StatusCode::kInvalidArgument, "interrupted: " + std::to_string(out.report.tensors_indexed) +
                                                     " tensors were indexed and saved to " +
@@ -63,6 +71,9 @@ Command add_index_command(CLI::App& app) {
   sub->add_option("--tile", opt->tile, "Tile size (a power of two, 8..4096)")->check(CLI::Range(8u, 4096u));
   sub->add_option("--threads", opt->threads, "Threads for the CPU backend (default: all cores)");
   sub->add_option("--index-path", opt->index_path, "Where to write the index (default: beside the checkpoint)");
+  sub->add_flag("--verify", opt->verify,
+                "Re-read every tensor and compare with the index, even where the files look unchanged "
+                "(same size and time): docs/INDEX.md says what the quick check cannot see");
   add_compute_options(sub, opt->compute);
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
@@ -71,15 +82,22 @@ Command add_index_command(CLI::App& app) {
             if (!session) return static_cast<int>(kExitUserError);
             ops::Records records;
             auto indexed = ensure_index(*session, *ckpt,
-                                        {opt->tile, opt->threads, opt->index_path, opt->compute.explain ? &records : nullptr});
+                                        {opt->tile, opt->threads, opt->index_path,
+                                         opt->compute.explain ? &records : nullptr, opt->verify});
             if (!indexed.ok()) {
               print_error(indexed.status().message());
               return static_cast<int>(kExitUserError);
             }
             const index::IndexReport& r = indexed->report;
+            if (!r.not_kept.empty()) {
+              print_error("the index could not be written: " + r.not_kept +
+                          " (choose a writable place with --index-path)");
+              return static_cast<int>(kExitUserError);
+            }
             uint64_t total_bytes = 0;
             for (const auto& t : ckpt->tensors()) total_bytes += t.nbytes;
-            std::printf("index       %s%s\n", r.index_path.string().c_str(), r.written ? "" : "  (up to date, nothing read)");
+            const char* state = r.written ? "" : opt->verify ? "  (verified: unchanged)" : "  (up to date, nothing read)";
+            std::printf("index       %s%s\n", printable(r.index_path.string(), 4096).c_str(), state);
             std::printf("tensors     %zu: %zu indexed, %zu reused, %zu skipped\n", r.tensors_total, r.tensors_indexed,
                         r.tensors_reused, r.skipped.size());
             std::printf("bytes       %s indexed of %s\n", human_bytes(r.bytes_indexed).c_str(), human_bytes(total_bytes).c_str());
@@ -90,7 +108,15 @@ Command add_index_command(CLI::App& app) {
               placement += (placement.empty() ? "" : ", ") + backend + " " + std::to_string(count);
             }
             std::printf("operations  %s\n", placement.empty() ? "none" : placement.c_str());
-            for (const auto& s : r.skipped) std::printf("skipped     %s\n", s.c_str());
+            for (const auto& s : r.skipped) {
+              std::printf("skipped     %s: %s\n", printable(s.name).c_str(), s.reason.c_str());
+            }
+            if (opt->verify) {
+              std::printf("verified    %zu tensors re-read: %zu matched the index, %zu had changed and were replaced\n",
+                          r.tensors_verified, r.tensors_verified - r.verify_mismatches.size(),
+                          r.verify_mismatches.size());
+              for (const auto& name : r.verify_mismatches) std::printf("changed     %s\n", printable(name).c_str());
+            }
             std::fflush(stdout);
             if (opt->compute.explain) print_placements(std::cout, records);
             return static_cast<int>(kExitOk);

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
+
 namespace tensormorph::compute {
 namespace {
 
@@ -58,6 +60,8 @@ Result<Settings> load_settings(const fs::path& path) {
   Settings s;
   std::error_code ec;
   if (!fs::exists(path, ec)) return s;
+  // A FIFO or device would block or never end; settings are a small regular file.
+  if (!fs::is_regular_file(path, ec)) return Status::InvalidArgument(path.string() + ": settings file is not a regular file");
   std::ifstream in(path);
   if (!in) return Status::IoError(path.string() + ": cannot read settings");
   nlohmann::json j;
@@ -90,15 +94,8 @@ Status save_settings(const fs::path& path, const Settings& s) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) return Status::IoError(path.parent_path().string() + ": cannot create: " + ec.message());
-  fs::path tmp = path;
-  tmp += ".tmp-tensormorph";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out) return Status::IoError(tmp.string() + ": cannot write");
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IoError(path.string() + ": cannot replace: " + ec.message());
+  const std::string text = j.dump(2) + "\n";
+  TM_RETURN_IF_ERROR(write_file_atomically(path, std::as_bytes(std::span(text))));
   return Status::Ok();
 }
 

@@ -22,7 +22,9 @@ struct FdCloser {
 };
 
 Result<int> open_regular(const std::filesystem::path& path, uint64_t* size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise wait for a writer
+  // forever, before fstat could tell that it is no checkpoint. Regular files ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(path.string() + ": no such file");
     return Status::IoError(path.string() + ": cannot open: " + errno_text());
@@ -34,7 +36,12 @@ Result<int> open_regular(const std::filesystem::path& path, uint64_t* size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::InvalidArgument(path.string() + ": not a regular file");
+    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "a special file";
+    return Status::InvalidArgument(path.string() + ": is " + kind + ", not a regular file");
   }
   *size = static_cast<uint64_t>(st.st_size);
   return fd;

@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <span>
+#include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
@@ -35,14 +38,42 @@ bool storable_name(const std::string& name) {
   }
 }
 
-const TensorPyramid* reusable(const IndexContents& old, const TensorInfo& t, const FileIdentity& now) {
-  for (const auto& p : old.tensors) {
-    if (p.name == t.name && p.dtype == t.dtype && p.shape == t.shape && p.file < old.files.size() &&
-        old.files[p.file] == now) {
-      return &p;
+/// The old index's pyramids by tensor name (names are unique within a checkpoint).
+std::unordered_map<std::string_view, const TensorPyramid*> pyramids_by_name(const IndexContents& old) {
+  std::unordered_map<std::string_view, const TensorPyramid*> by_name;
+  by_name.reserve(old.tensors.size());
+  for (const auto& p : old.tensors) by_name.emplace(p.name, &p);
+  return by_name;
+}
+
+const TensorPyramid* reusable(const std::unordered_map<std::string_view, const TensorPyramid*>& old_by_name,
+                              const IndexContents& old, const TensorInfo& t, const FileIdentity& now) {
+  const auto it = old_by_name.find(t.name);
+  if (it == old_by_name.end()) return nullptr;
+  const TensorPyramid& p = *it->second;
+  const bool current = p.dtype == t.dtype && p.shape == t.shape && p.file < old.files.size() && old.files[p.file] == now;
+  return current ? &p : nullptr;
+}
+
+bool same_bits(const TM_TileStats& a, const TM_TileStats& b) {
+  return a.count == b.count && a.nan == b.nan && a.pos_inf == b.pos_inf && a.neg_inf == b.neg_inf &&
+         a.zeros == b.zeros && std::bit_cast<uint64_t>(a.sum) == std::bit_cast<uint64_t>(b.sum) &&
+         std::bit_cast<uint64_t>(a.sum_sq) == std::bit_cast<uint64_t>(b.sum_sq) &&
+         std::bit_cast<uint32_t>(a.min) == std::bit_cast<uint32_t>(b.min) &&
+         std::bit_cast<uint32_t>(a.max) == std::bit_cast<uint32_t>(b.max) &&
+         std::bit_cast<uint32_t>(a.absmax) == std::bit_cast<uint32_t>(b.absmax);
+}
+
+/// True when two pyramids of the same tensor hold the same statistics, bit for bit.
+bool same_pyramid(const std::vector<ops::PyramidLevel>& a, const std::vector<ops::PyramidLevel>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k].tiles.size() != b[k].tiles.size()) return false;
+    for (size_t i = 0; i < a[k].tiles.size(); ++i) {
+      if (!same_bits(a[k].tiles[i], b[k].tiles[i])) return false;
     }
   }
-  return nullptr;
+  return true;
 }
 
 }  // namespace
@@ -74,7 +105,9 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
   IndexReport report;
   report.index_path = options.location.empty() ? default_index_path(checkpoint) : options.location;
   std::error_code ec;
-  fs::create_directories(report.index_path.parent_path().empty() ? fs::path(".") : report.index_path.parent_path(), ec);
+  const fs::path parent = report.index_path.parent_path().empty() ? fs::path(".") : report.index_path.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) report.not_kept = "cannot create " + parent.string() + ": " + ec.message();
   const fs::path index_dir = fs::absolute(report.index_path, ec).parent_path();
 
   IndexContents now;
@@ -88,13 +121,17 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
   if (auto existing = read_index(report.index_path); existing.ok() && existing->tile == options.tile) {
     old = std::move(existing).value();
   }
+  report.stale_removed = remove_stale_temporaries(report.index_path);
 
   // Decide what is current and what must be (re)built, so progress knows the real total.
   std::vector<const TensorPyramid*> reuse(checkpoint.tensors().size(), nullptr);
+  std::vector<const TensorPyramid*> to_verify(checkpoint.tensors().size(), nullptr);
   IndexProgress progress;
+  const auto old_by_name = pyramids_by_name(old);
   for (size_t i = 0; i < checkpoint.tensors().size(); ++i) {
     const TensorInfo& t = checkpoint.tensors()[i];
-    reuse[i] = reusable(old, t, now.files[t.file]);
+    reuse[i] = reusable(old_by_name, old, t, now.files[t.file]);
+    if (options.verify) std::swap(reuse[i], to_verify[i]);
     if (reuse[i] == nullptr && dtype_decodable(t.dtype) && storable_name(t.name)) {
       progress.bytes_total += t.nbytes;
       progress.tensors_total += 1;
@@ -103,9 +140,16 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
   report.tensors_total = checkpoint.tensors().size();
 
   auto snapshot = [&](size_t upto) -> Status {
+    if (!report.not_kept.empty()) return Status::Ok();
     // Completed tensors only, in checkpoint order: a reader never sees a half-built pyramid.
-    TM_RETURN_IF_ERROR(write_index(report.index_path, now.tile, now.files,
-                                   std::span(now.tensors).first(std::min(upto, now.tensors.size()))));
+    const Status written = write_index(report.index_path, now.tile, now.files,
+                                       std::span(now.tensors).first(std::min(upto, now.tensors.size())));
+    // Nowhere to keep it is no reason to withhold the statistics: they go on in memory.
+    if (written.code() == StatusCode::kIoError) {
+      report.not_kept = written.message();
+      return Status::Ok();
+    }
+    TM_RETURN_IF_ERROR(written);
     report.written = true;
     return Status::Ok();
   };
@@ -121,11 +165,13 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       continue;
     }
     if (!dtype_decodable(t.dtype)) {
-      report.skipped.push_back(t.name + ": " + std::string(dtype_not_decodable_reason(t.dtype)));
+      report.skipped.push_back(
+          {t.name, SkippedTensor::Kind::kNotDecodable, std::string(dtype_not_decodable_reason(t.dtype))});
       continue;
     }
     if (!storable_name(t.name)) {
-      report.skipped.push_back(t.name + ": the name is not valid UTF-8, so the index cannot store it");
+      report.skipped.push_back(
+          {t.name, SkippedTensor::Kind::kUnstorableName, "the name is not valid UTF-8, so the index cannot store it"});
       continue;
     }
     // After an interruption the loop goes on without reading data, so the current entries of
@@ -149,11 +195,15 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
     if (options.records) options.records->insert(options.records->end(), records.begin(), records.end());
     if (!level0.ok()) {
       // One unreadable tensor (e.g. a truncated shard) does not sink the whole index.
-      report.skipped.push_back(t.name + ": " + level0.status().message());
+      report.skipped.push_back({t.name, SkippedTensor::Kind::kFailed, level0.status().message()});
       continue;
     }
     const ops::MatrixShape m = ops::as_matrix(t);
     now.tensors.push_back({t.name, t.dtype, t.shape, m.rows, m.cols, t.file, ops::build_pyramid(std::move(level0).value())});
+    if (to_verify[i] != nullptr) {
+      report.tensors_verified++;
+      if (!same_pyramid(to_verify[i]->levels, now.tensors.back().levels)) report.verify_mismatches.push_back(t.name);
+    }
     report.tensors_indexed++;
     report.bytes_indexed += t.nbytes;
     if (seconds_since(last_snapshot) >= options.snapshot_seconds) {
@@ -161,8 +211,8 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       last_snapshot = Clock::now();
     }
   }
-  const bool unchanged = report.tensors_indexed == 0 && !report.interrupted && old.files == now.files &&
-                         old.tensors.size() == now.tensors.size();
+  const bool unchanged = (report.tensors_indexed == report.tensors_verified && report.verify_mismatches.empty()) &&
+                         !report.interrupted && old.files == now.files && old.tensors.size() == now.tensors.size();
   if (!unchanged) TM_RETURN_IF_ERROR(snapshot(now.tensors.size()));
   report.seconds = seconds_since(start);
   progress.seconds = report.seconds;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/printable.h"
 #include "formats/safetensors/safetensors.h"
 #include "ops/matrix_shape.h"
 
@@ -139,15 +140,15 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
       TensorPyramid p;
       p.name = t.at("name").get<std::string>();
       auto dtype = dtype_from_name(t.at("dtype").get<std::string>());
-      if (!dtype) return Status::FormatError(path.string() + ": tensor '" + p.name + "' has an unknown dtype");
+      if (!dtype) return Status::FormatError(path.string() + ": tensor " + quoted_name(p.name) + " has an unknown dtype");
       p.dtype = *dtype;
       p.shape = t.at("shape").get<std::vector<uint64_t>>();
       p.rows = t.at("rows").get<uint64_t>();
       p.cols = t.at("cols").get<uint64_t>();
       p.file = t.at("file").get<uint32_t>();
-      if (p.file >= contents.files.size()) return Status::FormatError(path.string() + ": tensor '" + p.name + "' names a missing file");
+      if (p.file >= contents.files.size()) return Status::FormatError(path.string() + ": tensor " + quoted_name(p.name) + " names a missing file");
       auto damaged = [&](const std::string& why) {
-        return Status::FormatError(path.string() + ": tensor '" + p.name + "': " + why);
+        return Status::FormatError(path.string() + ": tensor " + quoted_name(p.name) + ": " + why);
       };
       TensorInfo described;
       described.shape = p.shape;

@@ -1,16 +1,12 @@
 // Writing a .safetensors file atomically: temporary file beside the target, then rename.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <unordered_set>
 
+#include "core/atomic_file.h"
 #include "formats/safetensors/safetensors.h"
 #include "formats/safetensors/safetensors_internal.h"
 
@@ -19,62 +15,8 @@ namespace {
 
 using internal::quote_name;
 
-// Large tensors go to the kernel in pieces so one write() never has to handle gigabytes.
-constexpr size_t kWriteChunkBytes = size_t{64} << 20;
 // safetensors readers map the data section; 8-byte alignment lets them view F64/I64 data in place.
 constexpr size_t kDataAlignment = 8;
-
-// Owns a file descriptor; close() reports errors, the destructor only cleans up.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release_and_close() {
-    const int result = ::close(fd_);
-    fd_ = -1;
-    return result;
-  }
-
- private:
-  int fd_;
-};
-
-// Removes the temporary file unless the rename succeeded.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::filesystem::path path) : path_(std::move(path)) {}
-  ~TemporaryFile() {
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  void commit() { committed_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool committed_ = false;
-};
-
-std::string errno_text() { return std::strerror(errno); }
-
-Status write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path) {
-  while (!bytes.empty()) {
-    const size_t chunk = std::min(bytes.size(), kWriteChunkBytes);
-    const ssize_t written = ::write(fd, bytes.data(), chunk);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError(path.string() + ": write failed: " + errno_text());
-    }
-    bytes = bytes.subspan(static_cast<size_t>(written));
-  }
-  return Status::Ok();
-}
 
 std::span<const std::byte> as_bytes(std::string_view text) { return std::as_bytes(std::span(text)); }
 
@@ -146,31 +88,19 @@ Result<std::string> build_header(const std::filesystem::path& path, std::span<co
   return text;
 }
 
-std::filesystem::path temporary_path_for(const std::filesystem::path& path) {
-  static std::atomic<uint64_t> counter{0};
-  std::filesystem::path name = "." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                               std::to_string(counter.fetch_add(1));
-  return path.parent_path() / name;
-}
-
 Status write_file_unguarded(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                             std::span<const std::pair<std::string, std::string>> metadata) {
   if (path.filename().empty()) return Status::InvalidArgument(path.string() + ": not a file path");
   TM_ASSIGN_OR_RETURN(std::string header, build_header(path, tensors, metadata));
 
-  const std::filesystem::path temporary_path = temporary_path_for(path);
-  UniqueFd fd(::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) {
-    return Status::IoError(path.string() + ": cannot create temporary file " + temporary_path.string() + ": " +
-                           errno_text());
-  }
-  TemporaryFile temporary(temporary_path);  // created by us from here on, so ours to remove
+  // Beside the target, renamed over it when complete: readers never see a half-written index.
+  TM_ASSIGN_OR_RETURN(AtomicOutput out, AtomicOutput::open(path));
   std::array<std::byte, 8> length{};
   for (size_t i = 0; i < length.size(); ++i) {
     length[i] = static_cast<std::byte>((uint64_t{header.size()} >> (8 * i)) & 0xFF);
   }
-  TM_RETURN_IF_ERROR(write_all(fd.get(), length, temporary.path()));
-  TM_RETURN_IF_ERROR(write_all(fd.get(), as_bytes(header), temporary.path()));
+  TM_RETURN_IF_ERROR(out.write(length));
+  TM_RETURN_IF_ERROR(out.write(as_bytes(header)));
   for (const TensorToWrite& tensor : tensors) {
     std::span<const std::byte> data = tensor.data;
     if (tensor.produce) {
@@ -182,17 +112,9 @@ Status write_file_unguarded(const std::filesystem::path& path, std::span<const T
                                 std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(need));
       }
     }
-    TM_RETURN_IF_ERROR(write_all(fd.get(), data, temporary.path()));
+    TM_RETURN_IF_ERROR(out.write(data));
   }
-  if (::fsync(fd.get()) != 0) return Status::IoError(temporary.path().string() + ": fsync failed: " + errno_text());
-  if (fd.release_and_close() != 0) {
-    return Status::IoError(temporary.path().string() + ": close failed: " + errno_text());
-  }
-  if (::rename(temporary.path().c_str(), path.c_str()) != 0) {
-    return Status::IoError(path.string() + ": cannot rename " + temporary.path().string() + " into place: " +
-                           errno_text());
-  }
-  temporary.commit();
+  TM_RETURN_IF_ERROR(out.commit());
   return Status::Ok();
 }
 
