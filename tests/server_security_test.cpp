@@ -61,6 +61,20 @@ class RawConnection {
   bool connected_ = false;
 };
 
+// Runs a bound server on a thread; stops and joins it however the test ends.
+class Running {
+ public:
+  explicit Running(server::ViewerServer& s) : server_(s), thread_([this] { server_.run(); }) {}
+  ~Running() {
+    server_.stop();
+    thread_.join();
+  }
+
+ private:
+  server::ViewerServer& server_;
+  std::thread thread_;
+};
+
 // A server with short deadlines, so that each test stays within a few seconds.
 class ServerSecurity : public ::testing::Test {
  protected:
@@ -296,7 +310,7 @@ TEST(ServerQueue, AFullQueueAnswers503AtOnce) {
   ASSERT_TRUE(created.ok());
   auto port = (*created)->bind();
   ASSERT_TRUE(port.ok());
-  std::thread runner([&] { (*created)->run(); });
+  Running running(**created);
   {
     // Two stall on the workers, two wait in the queue; the fifth is turned away.
     std::vector<std::unique_ptr<RawConnection>> stalled;
@@ -311,8 +325,6 @@ TEST(ServerQueue, AFullQueueAnswers503AtOnce) {
     ASSERT_TRUE(reply) << "no quick answer with the queue full";
     EXPECT_EQ(reply->rfind("HTTP/1.1 503", 0), 0u) << *reply;
   }
-  (*created)->stop();
-  runner.join();
 }
 
 // ---- item: a taken port ----------------------------------------------------------------------------
@@ -332,7 +344,7 @@ TEST(ServerBind, RefusesAPortAnotherServerListensOn) {
   ASSERT_TRUE(first.ok());
   auto port = (*first)->bind();
   ASSERT_TRUE(port.ok());
-  std::thread runner([&] { (*first)->run(); });
+  Running running(**first);
   auto second = make(*port);
   ASSERT_TRUE(second.ok());
   auto bound = (*second)->bind();
@@ -347,8 +359,6 @@ TEST(ServerBind, RefusesAPortAnotherServerListensOn) {
   EXPECT_EQ(WEXITSTATUS(status), 1);
   EXPECT_NE(testing::read_bytes(dir.path() / "err").find("is already in use (another tensormorph serve?)"), std::string::npos)
       << testing::read_bytes(dir.path() / "err");
-  (*first)->stop();
-  runner.join();
 }
 
 // ---- item: the loopback check resolves -------------------------------------------------------------
