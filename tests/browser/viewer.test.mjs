@@ -134,6 +134,17 @@ try {
     await page.screenshot({ path: path.join(artifacts, '3-compute-never.png') });
   }
 
+  // A toggle changes the running server only; "Save as default" writes what it runs with.
+  await page.check('input[data-kind="prefer"][data-backend="cpu"]');
+  await page.waitForFunction(() => document.querySelector('#compute-mode').textContent.includes('prefer=cpu'));
+  const preferred = () => ((JSON.parse(fs.readFileSync(config)).compute || {}).prefer || []).includes('cpu');
+  check(!preferred(), 'the prefer=cpu toggle leaves the settings file alone');
+  await page.click('#save-default');
+  await page.waitForFunction(() => document.querySelector('#save-note').textContent === 'saved as default', null, { timeout: 10000 }).catch(() => {});
+  check(preferred(), '"Save as default" persists prefer=cpu in the settings file');
+  await page.uncheck('input[data-kind="prefer"][data-backend="cpu"]');
+  await page.waitForFunction(() => document.querySelector('#compute-mode').textContent === 'Compute: Auto');
+
   // The Compute panel's memory budget is applied by the running server (no restart); it reaches the
   // settings file only through "Save as default".
   await page.fill('#budget', '64G');
@@ -151,8 +162,11 @@ try {
   await page.dispatchEvent('#budget', 'change');
 
   // A foreign page cannot change the settings: its cross-origin POST is refused by the server.
+  // Chromium's own private-network checks are switched off here, so the requests do reach it.
   const before = fs.readFileSync(config, 'utf8');
-  const foreign = await browser.newPage();
+  const unguarded = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run',
+    '--disable-features=BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults,LocalNetworkAccessChecks'] });
+  const foreign = await unguarded.newPage();
   await foreign.route('http://attacker.test/', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>x</title>' }));
   await foreign.goto('http://attacker.test/');
   const attempt = await foreign.evaluate(async (target) => {
@@ -163,10 +177,11 @@ try {
     } catch (e) { return String(e); }
   }, url);
   await new Promise((r) => setTimeout(r, 500));
-  check(fs.readFileSync(config, 'utf8') === before, `a cross-origin page's simple POSTs leave the settings file unchanged (${attempt})`);
+  check(attempt === 'sent', `a cross-origin page's simple POSTs reach the server (${attempt})`);
+  check(fs.readFileSync(config, 'utf8') === before, 'the server refuses them: the settings file is unchanged');
   const running = await (await fetch(url + 'api/settings')).json();
   check(running.running['compute.memory_budget'] !== '1', 'a cross-origin page does not change the running server either');
-  await foreign.close();
+  await unguarded.close();
 
   // A memory budget the exact overview render exceeds: the consent dialog offers the sampled rung.
   const budgeted = await serve({ compute: { memory_budget_bytes: 285000 } });
