@@ -2,10 +2,13 @@
 // reference, its placement on the CPU backend, and `stats` and `export` built on it).
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include "ops/compute_session.h"
 #include "ops/reference.h"
 #include "ops/tensor_ops.h"
+#include "server/server.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -220,6 +224,36 @@ TEST(ExactSummary, ExportSaysWhenFloat32RoundsAndStoredIsExact) {
   r = run_cli({"export", (dir / "f32.safetensors").string(), "--tensor", "f", "-o", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+}
+
+TEST(ExactSummary, ViewerStatisticsAreExactToo) {
+  TempDir dir;
+  WideCheckpoint wide(dir);
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (dir / "settings.json").string());
+  auto session = ops::open_default_session("");
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  server::ServerOptions options;
+  options.port = 0;
+  options.build_index = false;
+  auto created = server::ViewerServer::create({wide.path.string()}, options, std::move(session).value());
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  server::ViewerServer& viewer = **created;
+  auto port = viewer.bind();
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  std::thread serving([&] { viewer.run(); });
+  httplib::Client client("127.0.0.1", *port);
+  auto i64 = client.Get("/api/stats?ckpt=0&tensor=i64");
+  auto f64 = client.Get("/api/stats?ckpt=0&tensor=f64");
+  viewer.stop();
+  serving.join();
+  ASSERT_TRUE(i64 && f64);
+  ASSERT_EQ(i64->status, 200) << i64->body;
+  const auto ji = nlohmann::json::parse(i64->body), jf = nlohmann::json::parse(f64->body);
+  EXPECT_EQ(ji["source"], "exact");
+  EXPECT_EQ(ji["max"].get<int64_t>(), (int64_t{1} << 53) + 1);
+  EXPECT_EQ(ji["min"].get<int64_t>(), -3);
+  EXPECT_EQ(ji["records"][0]["op"], TM_OP_EXACT_SUMMARY);
+  EXPECT_EQ(jf["max"].get<double>(), 1e300);
 }
 
 }  // namespace

@@ -629,7 +629,9 @@ void check_real_file(const fs::path& file) {
     const index::TensorPyramid* pyramid = find_pyramid(contents, t.name);
     const bool listed_as_skipped =
         std::any_of(report->skipped.begin(), report->skipped.end(),
-                    [&](const std::string& s) { return s.rfind(t.name + ": ", 0) == 0; });
+                    [&](const index::SkippedTensor& s) {
+                      return s.name == t.name && s.kind == index::SkippedTensor::Kind::kNotDecodable;
+                    });
     if (!dtype_decodable(t.dtype)) {
       EXPECT_EQ(pyramid, nullptr) << where;
       EXPECT_TRUE(listed_as_skipped) << where << " is not decodable and should be reported as skipped";
@@ -852,7 +854,8 @@ TEST_F(IndexTest, TensorNameThatIsNotUtf8IsSkippedNotFatal) {
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report->tensors_indexed, 1u);
   ASSERT_EQ(report->skipped.size(), 1u);
-  EXPECT_NE(report->skipped[0].find("UTF-8"), std::string::npos) << report->skipped[0];
+  EXPECT_EQ(report->skipped[0].kind, index::SkippedTensor::Kind::kUnstorableName);
+  EXPECT_NE(report->skipped[0].reason.find("UTF-8"), std::string::npos) << report->skipped[0].reason;
   auto stored = index::read_index(dir / "names.tmindex");
   ASSERT_TRUE(stored.ok()) << stored.status().message();
   EXPECT_EQ(names_of(*stored), std::vector<std::string>{"good"});

@@ -55,32 +55,13 @@ void fill(TensorStats& s, const ops::TensorSummary& sum) {
 
 // F64 and 32/64-bit integers: float32, which tile statistics go through, cannot hold their values.
 void fill_exact(TensorStats& s, const TM_ExactSummary& e) {
-  s.nan = e.nan;
-  s.pos_inf = e.pos_inf;
-  s.neg_inf = e.neg_inf;
-  s.zeros = e.zeros;
-  s.finite = e.count - e.nan - e.pos_inf - e.neg_inf;
-  s.min = s.finite ? e.min : 0;
-  s.max = s.finite ? e.max : 0;
-  s.absmax = e.absmax;
-  s.mean = e.mean;
-  s.std = e.std;
-  if (s.finite == 0) return;
-  switch (s.tensor->dtype) {
-    case DType::kI32:
-    case DType::kI64:
-      s.exact_min = e.min_int;
-      s.exact_max = e.max_int;
-      s.exact_absmax = e.absmax_uint;
-      break;
-    case DType::kU32:
-    case DType::kU64:
-      s.exact_min = e.min_uint;
-      s.exact_max = e.max_uint;
-      s.exact_absmax = e.absmax_uint;
-      break;
-    default: break;
-  }
+  const ops::ExactView v = ops::exact_view(e, s.tensor->dtype);
+  fill(s, v.summary);
+  s.mean = v.mean;
+  s.std = v.std;
+  s.exact_min = v.min;
+  s.exact_max = v.max;
+  s.exact_absmax = v.absmax;
 }
 
 /// Every requested tensor's statistics: from the index where it holds the tensor, in memory

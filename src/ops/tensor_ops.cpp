@@ -155,6 +155,33 @@ Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, cons
   return summary;
 }
 
+ExactView exact_view(const TM_ExactSummary& e, DType dtype) {
+  ExactView v;
+  TensorSummary& s = v.summary;
+  s.count = e.count;
+  s.nan = e.nan;
+  s.pos_inf = e.pos_inf;
+  s.neg_inf = e.neg_inf;
+  s.zeros = e.zeros;
+  s.finite = e.count - e.nan - e.pos_inf - e.neg_inf;
+  s.min = s.finite ? e.min : 0;
+  s.max = s.finite ? e.max : 0;
+  s.absmax = e.absmax;
+  v.mean = e.mean;
+  v.std = e.std;
+  if (s.finite == 0) return v;
+  if (dtype == DType::kI32 || dtype == DType::kI64) {
+    v.min = e.min_int;
+    v.max = e.max_int;
+    v.absmax = e.absmax_uint;
+  } else if (dtype == DType::kU32 || dtype == DType::kU64) {
+    v.min = e.min_uint;
+    v.max = e.max_uint;
+    v.absmax = e.absmax_uint;
+  }
+  return v;
+}
+
 Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
                                uint64_t row_end) {
   MatrixRows out;

@@ -3,7 +3,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "compute/scheduler.h"
 #include "ops/pyramid.h"
@@ -60,6 +63,18 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
 /// U64 only: see exact_summary_supported).
 Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                              const TensorInfo& tensor, Records* records = nullptr);
+
+/// A tm.exact_summary@1 result as the faces show it.
+struct ExactView {
+  TensorSummary summary;  ///< counts; min, max, absmax as float64 (0 when nothing is finite)
+  double mean = 0;        ///< the operation's mean
+  double std = 0;         ///< the operation's standard deviation
+  /// Integer tensors with a finite element: the extremes as exact JSON integers.
+  std::optional<nlohmann::ordered_json> min, max, absmax;
+};
+
+/// The view of `exact`, a summary of a tensor of `dtype`.
+ExactView exact_view(const TM_ExactSummary& exact, DType dtype);
 
 /// A key identifying a tensor's bytes for residency tracking (stable for the same file and span).
 uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band);

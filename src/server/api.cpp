@@ -40,8 +40,7 @@ std::string group_of(const std::string& name) {
   return "other";
 }
 
-json summary_json(const ops::TensorSummary& s) {
-  const double mean = s.mean(), std = s.stddev();
+json summary_json(const ops::TensorSummary& s, double mean, double std) {
   json j = {{"count", s.count}, {"finite", s.finite}, {"nan", s.nan}, {"pos_inf", s.pos_inf}, {"neg_inf", s.neg_inf},
             {"zeros", s.zeros}, {"min", s.min}, {"max", s.max}, {"absmax", s.absmax}, {"mean", mean}, {"std", std},
             {"outlier_score", std > 0 ? s.absmax / std : 0.0}};
@@ -53,6 +52,19 @@ json summary_json(const ops::TensorSummary& s) {
   if (!(lo < hi)) lo = lo - 1, hi = hi + 1;
   const double top = s.absmax > 0 ? s.absmax : 1;
   j["range"] = {{"diverging", {-r, r}}, {"sequential", {lo, hi}}, {"magnitude", {0.0, r}}, {"log", {top * 1e-4, top}}};
+  return j;
+}
+
+json summary_json(const ops::TensorSummary& s) { return summary_json(s, s.mean(), s.stddev()); }
+
+// The statistics of an F64 or 32/64-bit integer tensor in its own domain (tm.exact_summary@1):
+// integer extremes as exact JSON integers, F64 extremes as the stored doubles.
+json exact_summary_json(const TM_ExactSummary& e, DType dtype) {
+  const ops::ExactView v = ops::exact_view(e, dtype);
+  json j = summary_json(v.summary, v.mean, v.std);
+  if (v.min) j["min"] = *v.min;
+  if (v.max) j["max"] = *v.max;
+  if (v.absmax) j["absmax"] = *v.absmax;
   return j;
 }
 
@@ -160,8 +172,18 @@ void ApiContext::register_routes(httplib::Server& http) {
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());
     const bool recompute = param(req, "recompute").value_or("0") == "1";
-    auto s = recompute ? std::nullopt : indexed_summary(*catalog_, target->checkpoint, *target->tensor);
     ops::Records records;
+    if (ops::exact_summary_supported(target->tensor->dtype)) {
+      // Float32 tile statistics would round these types' values (docs/COMPUTE.md, exact summary).
+      auto exact = ops::tensor_exact_summary(scheduler(), *catalog_->at(target->checkpoint).checkpoint,
+                                             *target->tensor, &records);
+      if (!exact.ok()) return reply_error(res, exact.status());
+      json j = exact_summary_json(*exact, target->tensor->dtype);
+      j["source"] = "exact";
+      j["records"] = records_json(records);
+      return reply_json(res, j);
+    }
+    auto s = recompute ? std::nullopt : indexed_summary(*catalog_, target->checkpoint, *target->tensor);
     const char* source = "index";
     if (!s) {
       auto level = ops::tensor_tile_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,

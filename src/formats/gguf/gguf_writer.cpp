@@ -1,11 +1,10 @@
 // Writing GGUF v3 files: header and tensor infos built in memory, data streamed, then renamed into place.
-#include <unistd.h>
-
 #include <bit>
-#include <fstream>
 #include <limits>
 #include <unordered_set>
+#include <vector>
 
+#include "core/atomic_file.h"
 #include "core/printable.h"
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/gguf_metadata.h"
@@ -234,31 +233,15 @@ Status write_file(const std::filesystem::path& path, std::span<const KeyValueToW
   pad_to(header, alignment);
 
   // Written beside the target and renamed over it, so readers never see a half-written file.
-  std::filesystem::path temp = path;
-  temp += ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    const std::string padding(alignment, '\0');
-    for (const TensorToWrite& tensor : tensors) {
-      out.write(reinterpret_cast<const char*>(tensor.data.data()), static_cast<std::streamsize>(tensor.data.size()));
-      const uint64_t tail = tensor.data.size() % alignment;
-      if (tail != 0) out.write(padding.data(), static_cast<std::streamsize>(alignment - tail));
-    }
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      return Status::IoError(temp.string() + ": cannot write the GGUF file");
-    }
+  TM_ASSIGN_OR_RETURN(AtomicOutput out, AtomicOutput::open(path));
+  TM_RETURN_IF_ERROR(out.write(std::as_bytes(std::span(header))));
+  const std::vector<std::byte> padding(alignment, std::byte{0});
+  for (const TensorToWrite& tensor : tensors) {
+    TM_RETURN_IF_ERROR(out.write(tensor.data));
+    const uint64_t tail = tensor.data.size() % alignment;
+    if (tail != 0) TM_RETURN_IF_ERROR(out.write(std::span(padding).first(alignment - tail)));
   }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  if (error) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    return Status::IoError(path.string() + ": cannot rename " + temp.string() + " into place: " + error.message());
-  }
+  TM_RETURN_IF_ERROR(out.commit());
   return Status::Ok();
 }
 
