@@ -132,6 +132,10 @@ try {
     const persisted = JSON.parse(fs.readFileSync(config));
     check(JSON.stringify(persisted).includes(backend), '"Save as default" persists the constraint in the settings file');
     await page.screenshot({ path: path.join(artifacts, '3-compute-never.png') });
+    // Back to automatic placement for the steps below.
+    await page.uncheck(`input[data-kind="never"][data-backend="${backend}"]`);
+    await page.uncheck(`input[data-kind="prefer"][data-backend="${backend}"]`);
+    await page.waitForFunction(() => document.querySelector('#compute-mode').textContent === 'Compute: Auto');
   }
 
   // A toggle changes the running server only; "Save as default" writes what it runs with.
