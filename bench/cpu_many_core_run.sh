@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# CPU indexing on a machine of many cores: issue 4 asks the CPU path to run near the memory
-# bandwidth "on many cores", and the 2-vCPU development machine cannot show that. Runs, on the
-# benchmark checkpoints of bench/make_bench_checkpoints.py:
+# CPU indexing on a machine of many cores (issue 4 asks the CPU path to run near the memory
+# bandwidth "on many cores"). Runs, on the benchmark checkpoints of bench/make_bench_checkpoints.py:
 #   1. bench/index_bench.sh with every core (read bandwidth, index, numpy peer, cold vs dd);
 #   2. a thread sweep: read bandwidth (anonymous memory, and a sum over the mapped file) and
 #      `tensormorph index` (best of 3, the tool's own time) at 1, 2, 4, ... threads;
@@ -11,7 +10,7 @@
 #
 # Usage: bench/cpu_many_core_run.sh PACK_DIR OUT_DIR [DIR]   (PACK_DIR from bench/cpu_pack.sh)
 # STEPS (default "1 2 3 4") picks the steps, e.g. STEPS=4 for the read paths alone.
-# The device command used for docs/PERFORMANCE.md (the device tool carries .h200/cpu):
+# As run for docs/PERFORMANCE.md, on the many-core machine with .h200/cpu copied into the tree:
 #   bash bench/cpu_many_core_run.sh .h200/cpu $OUT
 set -euo pipefail
 pack=$(cd "$1" && pwd)

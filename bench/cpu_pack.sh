@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a built `tensormorph`, `bench/read_bandwidth` and `bench/cpu_tile_stats_bench` with the shared libraries another Linux
-# machine may lack, for bench/cpu_many_core_run.sh on a machine of many cores (the lent GPU
-# machine's host, say). No backend modules are packed, so the binary there runs on the CPU alone.
+# machine may lack, for bench/cpu_many_core_run.sh on a machine of many cores (the host of a GPU
+# machine, say). No backend modules are packed, so the binary there runs on the CPU alone.
 #
 # Usage: bench/cpu_pack.sh BUILD_DIR PACK_DIR     (e.g. build-perf .h200/cpu; .h200/ is git-excluded)
 #   PACK_DIR/{tensormorph,read_bandwidth,cpu_tile_stats_bench,fincore} are wrappers that point the real binaries

@@ -274,8 +274,7 @@ void BM_TileStatsOneCoreInCache(benchmark::State& state, DType dtype) {
 
 /// BM_TileStatsOneCoreInCache with the kernels of instruction set `isa` (baseline, avx2, avx512):
 /// the closing table sets each against the fastest set of the same dtype, so that a set whose
-/// code the compiler lowered badly stands out (AVX2 indexed BF16 at a third of AVX-512's speed until
-/// session 14).
+/// code the compiler lowered badly stands out (limit: AVX2 at least half of AVX-512).
 void BM_TileStatsOneCoreInCacheIsa(benchmark::State& state, DType dtype, const char* isa) {
   const Matrix m = make_matrix(dtype, 512 * 1024, 4096);
   if (const double gelems = one_core_gelems(state, m, std::string("isa=") + isa); gelems > 0) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what bench/cuda_h200_run.sh needs on the GPU machine, from the committed HEAD (not the
-# working tree), into .h200/ (excluded from git; carried to the machine by the device tool):
+# working tree), into .h200/ (excluded from git; .h200/pack is then copied to the GPU machine):
 #   .h200/build/{tensormorph, tests/backend_conformance_test, bench/cuda_tile_stats_bench,
 #                plugins/libtm_cuda.so, lib/*.so*}
 # lib/ holds the Debian shared libraries the GPU machine's image lacks (TBB, xxHash, ...).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the CUDA tile_stats kernels spend their time, on a GPU machine with Nsight Compute and
-# cuobjdump (the lent H200): the SASS of the plugin, an instruction histogram of the fast BF16
+# cuobjdump (an NVIDIA H200): the SASS of the plugin, an instruction histogram of the fast BF16
 # kernel and the Q4_K kernel, and ncu's speed-of-light, occupancy, scheduler and warp-state
 # sections for one launch of each (clocks left alone).
 #

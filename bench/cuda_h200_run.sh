@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The CUDA backend's checks and measurements on a GPU machine, in one go (the lent H200 runs this
-# from a build made elsewhere and carried over): the conformance test, the tile_stats benchmark,
+# The CUDA backend's checks and measurements on a GPU machine, in one go (run there from a build
+# made elsewhere and copied over): the conformance test, the tile_stats benchmark,
 # the PyTorch peer on the same BF16 tensor, and `tensormorph index` CPU-only vs Auto.
 #
 # Usage: bench/cuda_h200_run.sh PACK_DIR OUT_DIR
 #   PACK_DIR (made by bench/cuda_h200_build.sh, normally .h200/pack) holds tensormorph,
 #   tests/backend_conformance_test, bench/cuda_tile_stats_bench, plugins/libtm_cuda.so, and lib/
 #   with the shared libraries the machine lacks (TBB, xxHash, ...).
-# The device command used for docs/PERFORMANCE.md (the device tool carries .h200/pack):
+# As run for docs/PERFORMANCE.md, on the GPU machine with .h200/pack copied into the tree:
 #   mkdir -p /work/main/.h200 && ln -sfn $PWD/.h200/pack /work/main/.h200/build &&
 #   bash bench/cuda_h200_run.sh .h200/pack $OUT
 set -uo pipefail

@@ -3,8 +3,8 @@
 #
 #   bench/index_ab.sh ROUNDS DIR "FILE..." BINARY...
 #
-# Each round indexes every FILE (in DIR) once with every BINARY, alternating, so slow phases of a
-# shared machine fall on all binaries alike. Before a file's turn, a file that `fincore` shows
+# Each round indexes every FILE (in DIR) once with every BINARY, alternating, so slow phases of the
+# machine fall on all binaries alike. Before a file's turn, a file that `fincore` shows
 # partly evicted is dropped and read back through a MADV_HUGEPAGE mapping (`read_bandwidth
 # --map-only`, from TM_RBW, default build-perf/bench/read_bandwidth), as index_bench.sh warms.
 # Prints per file and binary the tool's own times (s) and the sums of the tile_stats records (ms),
