@@ -24,8 +24,8 @@
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
 #include "formats/safetensors/safetensors.h"
-#include "ops/compute_session.h"
-#include "ops/reference.h"
+#include "engine/compute_session.h"
+#include "compute/ops/reference.h"
 
 namespace tmx = tensormorph;
 
@@ -202,7 +202,7 @@ Case make_case(tmx::DType dtype, double gib) {
   return c;
 }
 
-const tmx::compute::Backend* find_backend(tmx::ops::ComputeSession& s, const std::string& name) {
+const tmx::compute::Backend* find_backend(tmx::engine::ComputeSession& s, const std::string& name) {
   for (const auto& b : s.backends()) {
     if (b->name() == name) return b.get();
   }
@@ -271,9 +271,9 @@ int main(int argc, char** argv) {
   std::printf("memory: read-only reduction %.0f GB/s, device-to-device copy %.0f GB/s (read + write)\n",
               memory.read_gbps, memory.copy_gbps);
 
-  tmx::ops::SessionOptions options;
+  tmx::engine::SessionOptions options;
   options.extra_plugin_dirs = {TM_PLUGIN_BUILD_DIR};
-  auto session = tmx::ops::ComputeSession::open(options);
+  auto session = tmx::engine::ComputeSession::open(options);
   if (!session.ok()) {
     std::fprintf(stderr, "session: %s\n", session.status().to_string().c_str());
     return 1;

@@ -18,9 +18,9 @@
 
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
-#include "ops/compute_session.h"
-#include "ops/reference.h"
-#include "ops/render_tile.h"
+#include "engine/compute_session.h"
+#include "compute/ops/reference.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph {
@@ -32,11 +32,11 @@ const fs::path kPluginDir = TM_PLUGIN_BUILD_DIR;
 constexpr bool kCudaModuleBuilt = TM_CUDA_MODULE_BUILT;
 constexpr bool kHipModuleBuilt = TM_HIP_MODULE_BUILT;
 
-std::unique_ptr<ops::ComputeSession> open_session(const std::string& constraints = "") {
-  ops::SessionOptions options;
+std::unique_ptr<engine::ComputeSession> open_session(const std::string& constraints = "") {
+  engine::SessionOptions options;
   options.extra_plugin_dirs = {kPluginDir.string()};
   if (!constraints.empty()) options.override_constraints = *compute::parse_constraints(constraints);
-  auto session = ops::ComputeSession::open(options);
+  auto session = engine::ComputeSession::open(options);
   EXPECT_TRUE(session.ok()) << session.status().to_string();
   return session.ok() ? std::move(session).value() : nullptr;
 }
@@ -193,7 +193,7 @@ std::string tile_label(DType dtype, const ops::ViewRange& v, uint32_t tile, Data
 }
 
 /// The backends to check: every one but the CPU, with a device.
-std::vector<const compute::Backend*> backends_under_test(ops::ComputeSession& session) {
+std::vector<const compute::Backend*> backends_under_test(engine::ComputeSession& session) {
   std::vector<const compute::Backend*> out;
   for (const auto& b : session.backends()) {
     if (b->name() != "cpu") out.push_back(b.get());
@@ -202,7 +202,7 @@ std::vector<const compute::Backend*> backends_under_test(ops::ComputeSession& se
 }
 
 /// Why nothing was tested: each non-CPU backend source and its load report.
-std::string why_nothing(ops::ComputeSession& session) {
+std::string why_nothing(engine::ComputeSession& session) {
   std::string why;
   for (const auto& r : session.load_reports()) {
     if (r.name == "cpu") continue;

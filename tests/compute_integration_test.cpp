@@ -9,9 +9,9 @@
 #include "compute/builtin_backends.h"
 #include "core/quantize/quantize.h"
 #include "formats/safetensors/safetensors.h"
-#include "ops/compute_session.h"
-#include "ops/pyramid.h"
-#include "ops/tensor_ops.h"
+#include "engine/compute_session.h"
+#include "engine/pyramid.h"
+#include "engine/tensor_ops.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -34,16 +34,16 @@ bool opencl_plugin_built() { return fs::exists(kPluginDir / "libtm_opencl.so"); 
     }                                                                                                 \
   } while (0)
 
-std::unique_ptr<ops::ComputeSession> open_session(const std::string& constraints) {
-  ops::SessionOptions options;
+std::unique_ptr<engine::ComputeSession> open_session(const std::string& constraints) {
+  engine::SessionOptions options;
   options.extra_plugin_dirs = {kPluginDir.string()};
   if (!constraints.empty()) options.override_constraints = *compute::parse_constraints(constraints);
-  auto session = ops::ComputeSession::open(options);
+  auto session = engine::ComputeSession::open(options);
   EXPECT_TRUE(session.ok()) << session.status().to_string();
   return std::move(session).value();
 }
 
-const compute::Backend* find_backend(ops::ComputeSession& s, const std::string& prefix) {
+const compute::Backend* find_backend(engine::ComputeSession& s, const std::string& prefix) {
   for (const auto& b : s.backends()) {
     if (b->name().rfind(prefix, 0) == 0) return b.get();
   }
@@ -87,9 +87,9 @@ TEST_F(MixedCheckpoint, OpenClServesWhatItSupportsAndCpuTheRest) {
   REQUIRE_OPENCL_PLUGIN();
   auto session = open_session("prefer=opencl");
   ASSERT_NE(find_backend(*session, "opencl"), nullptr) << "no OpenCL device (is pocl-opencl-icd installed?)";
-  ops::Records records;
+  engine::Records records;
   for (const char* name : {"w.f32", "w.f16", "w.bf16"}) {
-    auto level = ops::tensor_tile_stats(session->scheduler(), *ckpt_, *ckpt_->find(name), 256, &records);
+    auto level = engine::tensor_tile_stats(session->scheduler(), *ckpt_, *ckpt_->find(name), 256, &records);
     ASSERT_TRUE(level.ok()) << level.status().to_string();
   }
   ASSERT_EQ(records.size(), 3u);
@@ -109,8 +109,8 @@ TEST_F(MixedCheckpoint, OpenClTileStatsEqualCpuBitForBit) {
   auto on_cpu = open_session("only=cpu");
   for (const char* name : {"w.f32", "w.f16"}) {
     for (uint32_t tile : {8u, 64u, 256u}) {
-      auto a = ops::tensor_tile_stats(on_opencl->scheduler(), *ckpt_, *ckpt_->find(name), tile);
-      auto b = ops::tensor_tile_stats(on_cpu->scheduler(), *ckpt_, *ckpt_->find(name), tile);
+      auto a = engine::tensor_tile_stats(on_opencl->scheduler(), *ckpt_, *ckpt_->find(name), tile);
+      auto b = engine::tensor_tile_stats(on_cpu->scheduler(), *ckpt_, *ckpt_->find(name), tile);
       ASSERT_TRUE(a.ok()) << a.status().to_string();
       ASSERT_TRUE(b.ok()) << b.status().to_string();
       ASSERT_EQ(a->tiles.size(), b->tiles.size());
@@ -123,7 +123,7 @@ TEST_F(MixedCheckpoint, OpenClTileStatsEqualCpuBitForBit) {
 TEST_F(MixedCheckpoint, Q8DecodeOnOpenClEqualsCpu) {
   REQUIRE_OPENCL_PLUGIN();
   // Decode through the scheduler directly: a Q8_0 buffer as a tm.decode@1 request.
-  auto run = [&](const std::string& constraints, std::vector<float>& out, ops::Records& records) {
+  auto run = [&](const std::string& constraints, std::vector<float>& out, engine::Records& records) {
     auto session = open_session(constraints);
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
@@ -136,7 +136,7 @@ TEST_F(MixedCheckpoint, Q8DecodeOnOpenClEqualsCpu) {
     records.push_back(p->record);
   };
   std::vector<float> a, b;
-  ops::Records ra, rb;
+  engine::Records ra, rb;
   run("only=opencl", a, ra);
   run("only=cpu", b, rb);
   EXPECT_EQ(ra[0].backend.rfind("opencl", 0), 0u);
@@ -147,8 +147,8 @@ TEST_F(MixedCheckpoint, Q8DecodeOnOpenClEqualsCpu) {
 TEST_F(MixedCheckpoint, NeverKeepsThePluginOut) {
   REQUIRE_OPENCL_PLUGIN();
   auto session = open_session("prefer=opencl,never=opencl");
-  ops::Records records;
-  auto level = ops::tensor_tile_stats(session->scheduler(), *ckpt_, *ckpt_->find("w.f32"), 256, &records);
+  engine::Records records;
+  auto level = engine::tensor_tile_stats(session->scheduler(), *ckpt_, *ckpt_->find("w.f32"), 256, &records);
   ASSERT_TRUE(level.ok());
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].backend, "cpu");

@@ -21,9 +21,9 @@
 #include "compute/op_registry.h"
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
-#include "ops/op_definitions.h"
-#include "ops/op_instance.h"
-#include "ops/reference.h"
+#include "compute/ops/definitions.h"
+#include "compute/ops/op_instance.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/decode.h"
 #include "test_util.h"
 
@@ -463,19 +463,32 @@ TEST(Reference, HistogramByHand) {
             StatusCode::kInvalidArgument);  // bins / (hi - lo) overflows
 }
 
-TEST(OpDefinitions, RegistersTheCoreOperations) {
-  compute::OpRegistry registry;
-  ASSERT_TRUE(ops::register_core_ops(registry).ok());
-  for (const char* id : {TM_OP_DECODE, TM_OP_TILE_STATS, TM_OP_HISTOGRAM}) {
+TEST(OpDefinitions, EveryBuiltinOperationIsCompleteData) {
+  compute::OpRegistry registry = compute::OpRegistry::builtin();
+  for (const char* id : {TM_OP_DECODE, TM_OP_TILE_STATS, TM_OP_HISTOGRAM, TM_OP_EXACT_SUMMARY, TM_OP_RENDER_TILE,
+                         TM_OP_RENDER_TILE_SAMPLED}) {
     const compute::OpDefinition* d = registry.find(id);
     ASSERT_NE(d, nullptr) << id;
-    EXPECT_FALSE(d->exactness_definition.empty());
-    EXPECT_TRUE(d->ladder.empty());
-    EXPECT_EQ(d->inputs.size(), 1u);
-    EXPECT_EQ(d->outputs.size(), 1u);
+    EXPECT_FALSE(d->exactness_definition.empty()) << id;
+    EXPECT_NE(d->reference, nullptr) << id;
+    EXPECT_FALSE(d->cases.empty()) << id;
+    EXPECT_EQ(d->inputs.size(), 1u) << id;
+    EXPECT_EQ(d->outputs.size(), 1u) << id;
+    for (const auto& input : d->inputs) EXPECT_FALSE(input.dtypes.empty()) << id;
+    for (const auto& c : d->cases) {
+      EXPECT_EQ(c.inputs.size(), d->inputs.size()) << id << " " << c.label;
+      EXPECT_EQ(c.outputs.size(), d->outputs.size()) << id << " " << c.label;
+      for (const auto& a : c.attributes) {
+        EXPECT_TRUE(std::any_of(d->attributes.begin(), d->attributes.end(), [&](const auto& s) { return s.name == a.name; }))
+            << id << " " << c.label << ": attribute " << a.name << " is not in the definition";
+      }
+    }
   }
+  EXPECT_EQ(registry.all().size(), 6u);
   EXPECT_EQ(registry.find(TM_OP_TILE_STATS)->attributes.size(), 5u);
-  EXPECT_EQ(ops::register_core_ops(registry).code(), StatusCode::kInternal);  // twice
+  EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder.size(), 1u);
+  EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder[0].op, TM_OP_RENDER_TILE_SAMPLED);
+  EXPECT_EQ(registry.add(*registry.find(TM_OP_DECODE)).code(), StatusCode::kInternal);  // twice
 }
 
 TEST(DTypeAbi, EveryDTypeRoundTrips) {

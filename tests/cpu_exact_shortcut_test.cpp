@@ -14,7 +14,7 @@
 #include "backends/cpu/cpu_tile_stats_isa.h"
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/decode.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"  // vectors only pass through the always_inline kernels

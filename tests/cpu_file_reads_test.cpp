@@ -20,9 +20,9 @@
 #include "compute/constraints.h"
 #include "core/quantize/quantize.h"
 #include "formats/safetensors/safetensors.h"
-#include "ops/compute_session.h"
-#include "ops/reference.h"
-#include "ops/tensor_ops.h"
+#include "engine/compute_session.h"
+#include "compute/ops/reference.h"
+#include "engine/tensor_ops.h"
 #include "tensormorph/mapped_file.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -292,13 +292,13 @@ TEST(CpuFileReads, TheSchedulerHandsTheCheckpointsFileToTheCpuBackend) {
   ASSERT_TRUE(safetensors::write_file(dir / "m.safetensors", tensors, {}).ok());
   auto ckpt = open_checkpoint(dir / "m.safetensors");
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
-  ops::SessionOptions session_options;
+  engine::SessionOptions session_options;
   session_options.override_constraints = *compute::parse_constraints("only=cpu");
-  auto session = ops::ComputeSession::open(session_options);
+  auto session = engine::ComputeSession::open(session_options);
   ASSERT_TRUE(session.ok()) << session.status().to_string();
   const TensorInfo& w = *(*ckpt)->find("w");
 
-  auto intact = ops::tensor_tile_stats((*session)->scheduler(), **ckpt, w, 256);
+  auto intact = engine::tensor_tile_stats((*session)->scheduler(), **ckpt, w, 256);
   ASSERT_TRUE(intact.ok()) << intact.status().to_string();
   std::vector<TM_TileStats> expected(intact->tiles.size());
   const ops::MatrixView view{DType::kF32, std::as_bytes(std::span(bytes)), 512, 1024};
@@ -306,7 +306,7 @@ TEST(CpuFileReads, TheSchedulerHandsTheCheckpointsFileToTheCpuBackend) {
   EXPECT_TRUE(same_stats(expected, intact->tiles));
 
   std::filesystem::resize_file(dir / "m.safetensors", w.offset + 4096);
-  auto shrunk = ops::tensor_tile_stats((*session)->scheduler(), **ckpt, w, 256);
+  auto shrunk = engine::tensor_tile_stats((*session)->scheduler(), **ckpt, w, 256);
   ASSERT_FALSE(shrunk.ok());
   EXPECT_EQ(shrunk.status().code(), StatusCode::kIoError) << shrunk.status().to_string();
   EXPECT_NE(shrunk.status().to_string().find("tensor 'w'"), std::string::npos) << shrunk.status().to_string();

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors/safetensors.h"
-#include "ops/compute_session.h"
-#include "ops/reference.h"
-#include "ops/tensor_ops.h"
+#include "engine/compute_session.h"
+#include "compute/ops/reference.h"
+#include "engine/tensor_ops.h"
 #include "server/server.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -154,12 +154,12 @@ struct WideCheckpoint {
 TEST(ExactSummary, PlacedOnTheCpuWithARecord) {
   TempDir dir;
   WideCheckpoint wide(dir);
-  auto session = ops::ComputeSession::open(ops::SessionOptions{});
+  auto session = engine::ComputeSession::open(engine::SessionOptions{});
   ASSERT_TRUE(session.ok()) << session.status().message();
   auto ckpt = open_checkpoint(wide.path);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
-  ops::Records records;
-  auto s = ops::tensor_exact_summary((*session)->scheduler(), **ckpt, *(*ckpt)->find("i64"), &records);
+  engine::Records records;
+  auto s = engine::tensor_exact_summary((*session)->scheduler(), **ckpt, *(*ckpt)->find("i64"), &records);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->max_int, (int64_t{1} << 53) + 1);
   ASSERT_EQ(records.size(), 1u);
@@ -230,7 +230,7 @@ TEST(ExactSummary, ViewerStatisticsAreExactToo) {
   TempDir dir;
   WideCheckpoint wide(dir);
   testing::ScopedEnv config("TENSORMORPH_CONFIG", (dir / "settings.json").string());
-  auto session = ops::open_default_session("");
+  auto session = engine::open_default_session("");
   ASSERT_TRUE(session.ok()) << session.status().message();
   server::ServerOptions options;
   options.port = 0;

@@ -23,7 +23,7 @@
 #include "core/cache_dir.h"
 #include "formats/safetensors/safetensors.h"
 #include "index/index_builder.h"
-#include "ops/compute_session.h"
+#include "engine/compute_session.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -216,7 +216,7 @@ TEST(IndexCli, StatsJsonBuildsTheIndexOnDemandAndMatchesTheLibrary) {
   ASSERT_EQ(j["tensors"].size(), tensors.size());
 
   // The library's numbers for the same checkpoint and tile size.
-  auto session = ops::ComputeSession::open(ops::SessionOptions{});
+  auto session = engine::ComputeSession::open(engine::SessionOptions{});
   ASSERT_TRUE(session.ok()) << session.status().message();
   auto ckpt = open_checkpoint(file);
   ASSERT_TRUE(ckpt.ok());
@@ -228,7 +228,7 @@ TEST(IndexCli, StatsJsonBuildsTheIndexOnDemandAndMatchesTheLibrary) {
   ASSERT_EQ(contents.tensors.size(), tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& row = j["tensors"][i];
-    const auto s = ops::summarize(contents.tensors[i].levels.back().tiles[0]);
+    const auto s = engine::summarize(contents.tensors[i].levels.back().tiles[0]);
     SCOPED_TRACE(tensors[i].name);
     EXPECT_EQ(row["name"], tensors[i].name);
     EXPECT_EQ(row["count"].get<uint64_t>(), s.count);

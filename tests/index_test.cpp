@@ -20,8 +20,8 @@
 #include "formats/gguf/gguf.h"
 #include "formats/safetensors/safetensors.h"
 #include "index/index_builder.h"
-#include "ops/compute_session.h"
-#include "ops/matrix_shape.h"
+#include "engine/compute_session.h"
+#include "engine/matrix_shape.h"
 #include "tensormorph/decode.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -38,7 +38,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One compute session for the whole program: the registry and the CPU backend.
 compute::Scheduler* scheduler() {
-  static Result<std::unique_ptr<ops::ComputeSession>> session = ops::ComputeSession::open(ops::SessionOptions{});
+  static Result<std::unique_ptr<engine::ComputeSession>> session = engine::ComputeSession::open(engine::SessionOptions{});
   return session.ok() ? &session.value()->scheduler() : nullptr;
 }
 
@@ -138,7 +138,7 @@ Moments direct_moments(const std::vector<float>& values) {
 // terms cover a mean near zero (relative to the values' magnitude), and the one-pass variance
 // E[x^2] - mean^2 when std << |mean|: its rounding error is a few eps * E[x^2], i.e. about
 // eps * rms^2 / std in std, and at most sqrt(eps) * rms for a constant tensor.
-void expect_moments_match(const ops::TensorSummary& got, const Moments& want, const std::string& where) {
+void expect_moments_match(const engine::TensorSummary& got, const Moments& want, const std::string& where) {
   EXPECT_EQ(got.finite, want.finite) << where;
   EXPECT_NEAR(got.mean(), want.mean, 1e-9 * std::fabs(want.mean) + 1e-12 * want.mean_abs) << where;
   const double cancellation =
@@ -331,7 +331,7 @@ TEST_F(IndexTest, PyramidEqualsDirectComputationAtEveryLevel) {
       for (size_t k = 0; k < pyramid->levels.size(); ++k) {
         ops::TileGrid grid;
         const auto want = direct_tiles(g.decoded, rows, cols, uint64_t{tile} << k, &grid);
-        const ops::PyramidLevel& level = pyramid->levels[k];
+        const engine::PyramidLevel& level = pyramid->levels[k];
         ASSERT_EQ(level.grid.rows, grid.rows) << where << " level " << k;
         ASSERT_EQ(level.grid.cols, grid.cols) << where << " level " << k;
         ASSERT_EQ(level.tiles.size(), want.size()) << where << " level " << k;
@@ -340,7 +340,7 @@ TEST_F(IndexTest, PyramidEqualsDirectComputationAtEveryLevel) {
               << where << " level " << k << " tile (" << i / grid.cols << ", " << i % grid.cols << ")";
         }
       }
-      const ops::TensorSummary summary = ops::summarize(pyramid->levels.back().tiles[0]);
+      const engine::TensorSummary summary = engine::summarize(pyramid->levels.back().tiles[0]);
       expect_moments_match(summary, direct_moments(g.decoded), where);
     }
   }
@@ -445,10 +445,10 @@ TEST_F(IndexTest, RerunReusesEverythingAndAChangedShardIsRebuilt) {
 
   const auto* changed = find_pyramid(third, "b.weight");
   ASSERT_NE(changed, nullptr);
-  const ops::TensorSummary summary = ops::summarize(changed->levels.back().tiles[0]);
+  const engine::TensorSummary summary = engine::summarize(changed->levels.back().tiles[0]);
   EXPECT_EQ(summary.max, 1006.0);
   expect_moments_match(summary, direct_moments(shards[1][0].values), "b.weight after the change");
-  EXPECT_NE(summary.mean(), ops::summarize(find_pyramid(first, "b.weight")->levels.back().tiles[0]).mean());
+  EXPECT_NE(summary.mean(), engine::summarize(find_pyramid(first, "b.weight")->levels.back().tiles[0]).mean());
 
   // What was written is what a fresh reader sees, and it is now current.
   auto stored = index::read_index(sidecar);
@@ -640,7 +640,7 @@ void check_real_file(const fs::path& file) {
     ++decodable;
     EXPECT_FALSE(listed_as_skipped) << where << " is decodable but was skipped";
     ASSERT_NE(pyramid, nullptr) << where;
-    const ops::MatrixShape m = ops::as_matrix(t);
+    const engine::MatrixShape m = engine::as_matrix(t);
     EXPECT_EQ(pyramid->rows, m.rows) << where;
     EXPECT_EQ(pyramid->cols, m.cols) << where;
     auto values = ckpt->decode_f32(t);
@@ -649,7 +649,7 @@ void check_real_file(const fs::path& file) {
     for (float v : *values) want.add(v);
     const TM_TileStats& top = pyramid->levels.back().tiles[0];
     EXPECT_TRUE(tile_matches(top, want)) << where;
-    const ops::TensorSummary summary = ops::summarize(top);
+    const engine::TensorSummary summary = engine::summarize(top);
     EXPECT_EQ(summary.count, t.elements()) << where;
     expect_moments_match(summary, direct_moments(*values), where);
   }
@@ -701,9 +701,9 @@ TEST_F(IndexTest, NanAndInfAreCountedNotPropagated) {
   auto summary_of = [&](const std::string& name) {
     const auto* p = find_pyramid(contents, name);
     EXPECT_NE(p, nullptr) << name;
-    return p ? ops::summarize(p->levels.back().tiles[0]) : ops::TensorSummary{};
+    return p ? engine::summarize(p->levels.back().tiles[0]) : engine::TensorSummary{};
   };
-  const ops::TensorSummary mixed = summary_of("mixed");
+  const engine::TensorSummary mixed = summary_of("mixed");
   EXPECT_EQ(mixed.count, 15u);
   EXPECT_EQ(mixed.nan, 3u);
   EXPECT_EQ(mixed.pos_inf, 2u);
@@ -717,7 +717,7 @@ TEST_F(IndexTest, NanAndInfAreCountedNotPropagated) {
   EXPECT_TRUE(std::isfinite(mixed.stddev()));
   expect_moments_match(mixed, direct_moments(tensors[0].values), "mixed");
 
-  const ops::TensorSummary all_nan = summary_of("all_nan");
+  const engine::TensorSummary all_nan = summary_of("all_nan");
   EXPECT_EQ(all_nan.count, 16u);
   EXPECT_EQ(all_nan.nan, 16u);
   EXPECT_EQ(all_nan.finite, 0u);
@@ -730,14 +730,14 @@ TEST_F(IndexTest, NanAndInfAreCountedNotPropagated) {
   EXPECT_EQ(top.max, -std::numeric_limits<float>::infinity());
   EXPECT_EQ(top.sum, 0.0);
 
-  const ops::TensorSummary inf_only = summary_of("inf_only");
+  const engine::TensorSummary inf_only = summary_of("inf_only");
   EXPECT_EQ(inf_only.finite, 0u);
   EXPECT_EQ(inf_only.pos_inf, 3u);
   EXPECT_EQ(inf_only.neg_inf, 2u);
   EXPECT_EQ(inf_only.nan, 1u);
   EXPECT_EQ(inf_only.mean(), 0.0);
 
-  const ops::TensorSummary w = summary_of("wide");
+  const engine::TensorSummary w = summary_of("wide");
   Direct want;
   for (float v : wide) want.add(v);
   EXPECT_EQ(w.nan, want.nan);

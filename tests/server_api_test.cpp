@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/demo/demo_checkpoint.h"
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 #include "server/server.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -25,7 +25,7 @@ class ServerApi : public ::testing::Test {
     dir_ = new testing::TempDir();
     setenv("TENSORMORPH_CONFIG", (dir_->path() / "settings.json").c_str(), 1);
     ASSERT_TRUE(demo::write_demo_checkpoint(dir_->path() / "demo").ok());
-    auto session = ops::open_default_session("");
+    auto session = engine::open_default_session("");
     ASSERT_TRUE(session.ok()) << session.status().to_string();
     server::ServerOptions options;
     options.port = 0;
@@ -80,7 +80,7 @@ TEST_F(ServerApi, ValuesEqualTheDecodedTensor) {
   const TensorInfo* t = (*ckpt)->find("model.layers.2.mlp.down_proj.weight");
   auto values = (*ckpt)->decode_f32(*t);
   ASSERT_TRUE(values.ok());
-  const uint64_t cols = ops::as_matrix(*t).cols;
+  const uint64_t cols = engine::as_matrix(*t).cols;
   for (auto [r, c] : {std::pair<uint64_t, uint64_t>{0, 0}, {7, 11}, {100, 200}, {383, 1023}, {50, 600}}) {
     const json v = get_json("/api/value?ckpt=0&tensor=" + t->name + "&row=" + std::to_string(r) + "&col=" + std::to_string(c));
     const float want = (*values)[r * cols + c];
@@ -101,7 +101,7 @@ TEST_F(ServerApi, ValueWindowsEqualTheDecodedTensorAndStopAtTheEdges) {
   const TensorInfo* t = (*ckpt)->find("model.layers.2.mlp.down_proj.weight");
   auto values = (*ckpt)->decode_f32(*t);
   ASSERT_TRUE(values.ok());
-  const ops::MatrixShape m = ops::as_matrix(*t);
+  const engine::MatrixShape m = engine::as_matrix(*t);
   // An interior window, and one hanging over the bottom-right corner (clipped to the matrix).
   for (auto [r, c] : {std::pair<uint64_t, uint64_t>{5, 9}, {m.rows - 3, m.cols - 2}}) {
     const json w = get_json("/api/values?ckpt=0&tensor=" + t->name + "&row=" + std::to_string(r) +
@@ -219,7 +219,7 @@ TEST(ServerBind, RefusesNonLoopbackWithoutTheFlag) {
   EXPECT_FALSE(server::is_loopback_host("0.0.0.0"));
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
-  auto session = ops::open_default_session("auto");
+  auto session = engine::open_default_session("auto");
   ASSERT_TRUE(session.ok());
   server::ServerOptions options;
   options.host = "0.0.0.0";

@@ -8,12 +8,12 @@
 
 #include <filesystem>
 
-#include "ops/compute_session.h"
-#include "ops/matrix_shape.h"
+#include "engine/compute_session.h"
+#include "engine/matrix_shape.h"
 #include "tensormorph/open.h"
-#include "ops/pyramid.h"
-#include "ops/render_ops.h"
-#include "ops/render_tile.h"
+#include "engine/pyramid.h"
+#include "engine/render_ops.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph {
@@ -149,10 +149,10 @@ TEST(RenderTile, NonFiniteAlwaysShowsAndRangesAreChecked) {
 
 class RenderThroughScheduler : public ::testing::Test {
  protected:
-  std::unique_ptr<ops::ComputeSession> open(uint64_t budget) {
-    ops::SessionOptions options;
+  std::unique_ptr<engine::ComputeSession> open(uint64_t budget) {
+    engine::SessionOptions options;
     options.settings.memory_budget_bytes = budget;
-    auto session = ops::ComputeSession::open(options);
+    auto session = engine::ComputeSession::open(options);
     EXPECT_TRUE(session.ok()) << session.status().to_string();
     return std::move(session).value();
   }
@@ -214,7 +214,7 @@ TEST_F(RenderThroughScheduler, StridedPyTorchViewsRenderTheirOwnElements) {
     ASSERT_FALSE(t->contiguous()) << name;
     const auto values = (*checkpoint)->decode_f32(*t);
     ASSERT_TRUE(values.ok()) << values.status().to_string();
-    const ops::MatrixShape m = ops::as_matrix(*t);
+    const engine::MatrixShape m = engine::as_matrix(*t);
     const auto bytes = std::as_bytes(std::span(*values));
     for (uint64_t row_begin : {uint64_t{0}, m.rows - 1}) {
       RenderParams p;
@@ -225,7 +225,7 @@ TEST_F(RenderThroughScheduler, StridedPyTorchViewsRenderTheirOwnElements) {
       p.hi = 12;
       std::vector<uint8_t> want(ops::kRenderTileBytes);
       ASSERT_TRUE(ops::render_values_reference({DType::kF32, bytes, m.rows, m.cols}, p, want).ok());
-      auto got = ops::render_tensor_tile(session->scheduler(), **checkpoint, *t, p, "");
+      auto got = engine::render_tensor_tile(session->scheduler(), **checkpoint, *t, p, "");
       ASSERT_TRUE(got.ok()) << name << ": " << got.status().to_string();
       ASSERT_FALSE(got->needs_consent);
       EXPECT_EQ(got->rgba, want) << name << " from row " << row_begin;
@@ -245,7 +245,7 @@ TEST_F(RenderThroughScheduler, StatisticsGridRendersThroughTheScheduler) {
   p.lo = 0;
   p.hi = 0.08;
   auto session = open(0);
-  auto out = ops::render_stats_tile(session->scheduler(), grid, 8, 8, p);
+  auto out = engine::render_stats_tile(session->scheduler(), grid, 8, 8, p);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ASSERT_FALSE(out->needs_consent);
   for (uint32_t y = 0; y < 10; ++y) {

@@ -84,7 +84,7 @@ class ServerSecurity : public ::testing::Test {
     ASSERT_TRUE(demo::write_demo_checkpoint(dir_->path() / "demo").ok());
     std::filesystem::create_directories(dir_->path() / "web");
     testing::write_bytes(dir_->path() / "web" / "index.html", "<!doctype html><title>viewer</title>");
-    auto session = ops::open_default_session("");
+    auto session = engine::open_default_session("");
     ASSERT_TRUE(session.ok()) << session.status().to_string();
     server::ServerOptions options;
     options.port = 0;
@@ -297,7 +297,7 @@ TEST_F(ServerSecurity, ATricklingRequestIsClosedAtItsDeadline) {
 TEST(ServerQueue, AFullQueueAnswers503AtOnce) {
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
-  auto session = ops::open_default_session("auto");
+  auto session = engine::open_default_session("auto");
   ASSERT_TRUE(session.ok());
   server::ServerOptions options;
   options.port = 0;
@@ -333,7 +333,7 @@ TEST(ServerBind, RefusesAPortAnotherServerListensOn) {
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
   auto make = [&](int port) {
-    auto session = ops::open_default_session("auto");
+    auto session = engine::open_default_session("auto");
     EXPECT_TRUE(session.ok());
     server::ServerOptions options;
     options.port = port;
@@ -377,7 +377,7 @@ TEST(ServerBind, LoopbackMeansEveryResolvedAddressIsLoopback) {
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
   for (const char* host : {"127.foo.invalid", "0.0.0.0"}) {
-    auto session = ops::open_default_session("auto");
+    auto session = engine::open_default_session("auto");
     ASSERT_TRUE(session.ok());
     server::ServerOptions options;
     options.host = host;

@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/dtype_abi.h"
-#include "ops/compute_session.h"
+#include "engine/compute_session.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -61,7 +61,7 @@ nlohmann::ordered_json capability_json(const compute::Backend& b, const compute:
   return caps;
 }
 
-void print_text(ops::ComputeSession& session) {
+void print_text(engine::ComputeSession& session) {
   std::cout << "backends\n";
   for (const auto& r : session.load_reports()) {
     std::cout << "  " << (r.name.empty() ? r.library_path : r.name) << "  "
@@ -107,7 +107,7 @@ Command add_backends_command(CLI::App& app) {
   sub->add_option("--compute", opt->compute, "Constraints for this run: prefer=X,never=Y,only=Z or auto");
   sub->add_option("--plugin-dir", opt->plugin_dirs, "Extra plugin directories to search");
   return {sub, [opt]() {
-            ops::SessionOptions options;
+            engine::SessionOptions options;
             auto settings = compute::load_settings(compute::settings_path());
             if (!settings.ok()) {
               print_error(settings.status().message());
@@ -123,7 +123,7 @@ Command add_backends_command(CLI::App& app) {
               }
               options.override_constraints = *parsed;
             }
-            auto session = ops::ComputeSession::open(options);
+            auto session = engine::ComputeSession::open(options);
             if (!session.ok()) {
               print_error(session.status().message());
               return static_cast<int>(kExitUserError);

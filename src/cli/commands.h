@@ -8,8 +8,8 @@
 #include <ostream>
 
 #include "index/index_builder.h"
-#include "ops/compute_session.h"
-#include "ops/tensor_ops.h"
+#include "engine/compute_session.h"
+#include "engine/tensor_ops.h"
 #include "tensormorph/checkpoint.h"
 #include <string>
 
@@ -54,20 +54,20 @@ struct ComputeOptions {
 void add_compute_options(CLI::App* sub, ComputeOptions& options);
 
 /// Opens the compute session for a command, printing the error when it fails; nullptr then.
-std::unique_ptr<ops::ComputeSession> open_session_or_report(const ComputeOptions& options);
+std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOptions& options);
 
 /// Prints placement records as a table (operation, backend, why, estimated/measured time, bytes).
-void print_placements(std::ostream& out, const ops::Records& records);
+void print_placements(std::ostream& out, const engine::Records& records);
 
 /// Placement records as a JSON array.
-nlohmann::ordered_json placements_json(const ops::Records& records);
+nlohmann::ordered_json placements_json(const engine::Records& records);
 
 /// What ensure_index needs.
 struct IndexRequest {
-  uint32_t tile = ops::kDefaultTile;
+  uint32_t tile = engine::kDefaultTile;
   uint32_t threads = 0;
   std::string index_path;           ///< "" = default location
-  ops::Records* records = nullptr;  ///< receives placement records
+  engine::Records* records = nullptr;  ///< receives placement records
   bool verify = false;              ///< re-read every tensor and compare with the index
 };
 
@@ -78,7 +78,7 @@ struct IndexedCheckpoint {
 };
 
 /// Builds or refreshes the index with a progress display (Ctrl-C saves what is done).
-Result<IndexedCheckpoint> ensure_index(ops::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request);
+Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request);
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

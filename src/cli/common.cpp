@@ -27,8 +27,8 @@ void add_compute_options(CLI::App* sub, ComputeOptions& options) {
   sub->add_flag("--explain", options.explain, "Show where each operation ran and why");
 }
 
-std::unique_ptr<ops::ComputeSession> open_session_or_report(const ComputeOptions& options) {
-  auto session = ops::open_default_session(options.spec);
+std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOptions& options) {
+  auto session = engine::open_default_session(options.spec);
   if (!session.ok()) {
     print_error(session.status().message());
     return nullptr;
@@ -36,7 +36,7 @@ std::unique_ptr<ops::ComputeSession> open_session_or_report(const ComputeOptions
   return std::move(session).value();
 }
 
-void print_placements(std::ostream& out, const ops::Records& records) {
+void print_placements(std::ostream& out, const engine::Records& records) {
   out << "\nplacements (" << records.size() << " operations)\n";
   char line[512];
   std::snprintf(line, sizeof line, "  %-16s %-8s %-10s %-10s %10s %10s %12s  %s\n", "operation", "dtype", "backend",
@@ -51,7 +51,7 @@ void print_placements(std::ostream& out, const ops::Records& records) {
   }
 }
 
-nlohmann::ordered_json placements_json(const ops::Records& records) {
+nlohmann::ordered_json placements_json(const engine::Records& records) {
   nlohmann::ordered_json j = nlohmann::ordered_json::array();
   for (const auto& r : records) j.push_back(r.to_json());
   return j;

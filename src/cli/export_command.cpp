@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/printable.h"
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 #include "formats/npy/npy.h"
 #include "tensormorph/decode.h"
 
@@ -103,7 +103,7 @@ Rounded count_rounded(std::span<const std::byte> stored, std::span<const float> 
 /// The values of a type float32 cannot all hold that it rounded (nothing for other types).
 Result<Rounded> rounded_values(const Checkpoint& ckpt, const TensorInfo& t, std::span<const float> values) {
   if (!ops::exact_summary_supported(t.dtype)) return Rounded{};
-  TM_ASSIGN_OR_RETURN(auto rows, ops::matrix_rows(ckpt, t, 0, ops::as_matrix(t).rows));
+  TM_ASSIGN_OR_RETURN(auto rows, engine::matrix_rows(ckpt, t, 0, engine::as_matrix(t).rows));
   switch (t.dtype) {
     case DType::kI32: return count_rounded<int32_t>(rows.bytes, values);
     case DType::kU32: return count_rounded<uint32_t>(rows.bytes, values);
@@ -150,7 +150,7 @@ Command add_export_command(CLI::App& app) {
                             " has no NumPy type; export it as --dtype float32");
                 return static_cast<int>(kExitUserError);
               }
-              auto rows = ops::matrix_rows(*ckpt, *t, 0, ops::as_matrix(*t).rows);
+              auto rows = engine::matrix_rows(*ckpt, *t, 0, engine::as_matrix(*t).rows);
               if (!rows.ok()) {
                 print_error(rows.status().message());
                 return static_cast<int>(kExitUserError);
@@ -169,8 +169,8 @@ Command add_export_command(CLI::App& app) {
             }
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            ops::Records records;
-            auto values = ops::decode_tensor(session->scheduler(), *ckpt, *t, &records);
+            engine::Records records;
+            auto values = engine::decode_tensor(session->scheduler(), *ckpt, *t, &records);
             if (!values.ok()) {
               print_error(values.status().message());
               return static_cast<int>(kExitUserError);

@@ -20,7 +20,7 @@ extern "C" void on_interrupt(int) {
 
 struct Options {
   std::string path;
-  uint32_t tile = ops::kDefaultTile;
+  uint32_t tile = engine::kDefaultTile;
   uint32_t threads = 0;
   std::string index_path;
   bool verify = false;
@@ -29,7 +29,7 @@ struct Options {
 
 }  // namespace
 
-Result<IndexedCheckpoint> ensure_index(ops::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request) {
+Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request) {
   index::IndexOptions options;
   options.tile = request.tile;
   options.threads = request.threads;
@@ -80,7 +80,7 @@ Command add_index_command(CLI::App& app) {
             if (!ckpt) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            ops::Records records;
+            engine::Records records;
             auto indexed = ensure_index(*session, *ckpt,
                                         {opt->tile, opt->threads, opt->index_path,
                                          opt->compute.explain ? &records : nullptr, opt->verify});

@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
-#include "ops/pyramid.h"
+#include "engine/pyramid.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -25,7 +25,7 @@ struct Options {
   bool json = false;
   bool csv = false;
   std::string sort = "file";
-  uint32_t tile = ops::kDefaultTile;
+  uint32_t tile = engine::kDefaultTile;
   uint32_t threads = 0;
   ComputeOptions compute;
 };
@@ -40,7 +40,7 @@ struct TensorStats {
   std::optional<nlohmann::ordered_json> exact_min, exact_max, exact_absmax;
 };
 
-void fill(TensorStats& s, const ops::TensorSummary& sum) {
+void fill(TensorStats& s, const engine::TensorSummary& sum) {
   s.nan = sum.nan;
   s.pos_inf = sum.pos_inf;
   s.neg_inf = sum.neg_inf;
@@ -55,7 +55,7 @@ void fill(TensorStats& s, const ops::TensorSummary& sum) {
 
 // F64 and 32/64-bit integers: float32, which tile statistics go through, cannot hold their values.
 void fill_exact(TensorStats& s, const TM_ExactSummary& e) {
-  const ops::ExactView v = ops::exact_view(e, s.tensor->dtype);
+  const engine::ExactView v = engine::exact_view(e, s.tensor->dtype);
   fill(s, v.summary);
   s.mean = v.mean;
   s.std = v.std;
@@ -70,7 +70,7 @@ void fill_exact(TensorStats& s, const TM_ExactSummary& e) {
 class StatsSource {
  public:
   StatsSource(compute::Scheduler& scheduler, const Checkpoint& ckpt, const IndexedCheckpoint& indexed,
-              uint32_t tile, ops::Records& records)
+              uint32_t tile, engine::Records& records)
       : scheduler_(scheduler), ckpt_(ckpt), tile_(tile), records_(records) {
     pyramids_.reserve(indexed.contents.tensors.size());
     for (const auto& p : indexed.contents.tensors) pyramids_.emplace(p.name, &p);
@@ -84,7 +84,7 @@ class StatsSource {
     s.tensor = &t;
     s.count = t.elements();
     if (ops::exact_summary_supported(t.dtype)) {
-      auto exact = ops::tensor_exact_summary(scheduler_, ckpt_, t, &records_);
+      auto exact = engine::tensor_exact_summary(scheduler_, ckpt_, t, &records_);
       if (!exact.ok()) {
         s.error = exact.status().message();
       } else {
@@ -93,7 +93,7 @@ class StatsSource {
       return s;
     }
     if (const auto it = pyramids_.find(t.name); it != pyramids_.end()) {
-      fill(s, ops::summarize(it->second->levels.back().tiles[0]));
+      fill(s, engine::summarize(it->second->levels.back().tiles[0]));
       return s;
     }
     if (!dtype_decodable(t.dtype)) {
@@ -104,12 +104,12 @@ class StatsSource {
       s.error = it->second;  // it failed while indexing: it would fail again
       return s;
     }
-    auto level0 = ops::tensor_tile_stats(scheduler_, ckpt_, t, tile_, &records_);
+    auto level0 = engine::tensor_tile_stats(scheduler_, ckpt_, t, tile_, &records_);
     if (!level0.ok()) {
       s.error = level0.status().message();
       return s;
     }
-    fill(s, ops::summarize(ops::build_pyramid(std::move(level0).value()).back().tiles[0]));
+    fill(s, engine::summarize(engine::build_pyramid(std::move(level0).value()).back().tiles[0]));
     return s;
   }
 
@@ -117,7 +117,7 @@ class StatsSource {
   compute::Scheduler& scheduler_;
   const Checkpoint& ckpt_;
   uint32_t tile_;
-  ops::Records& records_;
+  engine::Records& records_;
   std::unordered_map<std::string_view, const index::TensorPyramid*> pyramids_;
   std::unordered_map<std::string_view, std::string_view> failed_;
 };
@@ -248,7 +248,7 @@ Command add_stats_command(CLI::App& app) {
             if (!ckpt) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            ops::Records records;
+            engine::Records records;
             auto indexed = ensure_index(*session, *ckpt, {opt->tile, opt->threads, "", &records});
             if (!indexed.ok()) {
               print_error(indexed.status().message());

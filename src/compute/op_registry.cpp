@@ -1,6 +1,14 @@
 #include "compute/op_registry.h"
 
+#include "compute/ops/definitions.h"
+
 namespace tensormorph::compute {
+
+OpRegistry OpRegistry::builtin() {
+  OpRegistry registry;
+  for (const OpDefinition& definition : ops::builtin_definitions()) registry.ops_.emplace(definition.id, definition);
+  return registry;
+}
 
 Status OpRegistry::add(OpDefinition definition) {
   std::string id = definition.id;

@@ -13,8 +13,8 @@
 #include <xxhash.h>
 
 #include "core/cache_dir.h"
-#include "ops/matrix_shape.h"
-#include "ops/tensor_ops.h"
+#include "engine/matrix_shape.h"
+#include "engine/tensor_ops.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::index {
@@ -65,7 +65,7 @@ bool same_bits(const TM_TileStats& a, const TM_TileStats& b) {
 }
 
 /// True when two pyramids of the same tensor hold the same statistics, bit for bit.
-bool same_pyramid(const std::vector<ops::PyramidLevel>& a, const std::vector<ops::PyramidLevel>& b) {
+bool same_pyramid(const std::vector<engine::PyramidLevel>& a, const std::vector<engine::PyramidLevel>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k) {
     if (a[k].tiles.size() != b[k].tiles.size()) return false;
@@ -181,9 +181,9 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       continue;
     }
     progress.current = t.name;
-    ops::Records records;
+    engine::Records records;
     const uint64_t before = progress.bytes_done;
-    auto level0 = ops::tensor_tile_stats(scheduler, checkpoint, t, options.tile, &records, options.threads,
+    auto level0 = engine::tensor_tile_stats(scheduler, checkpoint, t, options.tile, &records, options.threads,
                                          [&](uint64_t bytes) {
                                            progress.bytes_done += bytes;
                                            progress.seconds = seconds_since(start);
@@ -198,8 +198,8 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       report.skipped.push_back({t.name, SkippedTensor::Kind::kFailed, level0.status().message()});
       continue;
     }
-    const ops::MatrixShape m = ops::as_matrix(t);
-    now.tensors.push_back({t.name, t.dtype, t.shape, m.rows, m.cols, t.file, ops::build_pyramid(std::move(level0).value())});
+    const engine::MatrixShape m = engine::as_matrix(t);
+    now.tensors.push_back({t.name, t.dtype, t.shape, m.rows, m.cols, t.file, engine::build_pyramid(std::move(level0).value())});
     if (to_verify[i] != nullptr) {
       report.tensors_verified++;
       if (!same_pyramid(to_verify[i]->levels, now.tensors.back().levels)) report.verify_mismatches.push_back(t.name);

@@ -8,7 +8,7 @@
 
 #include "core/printable.h"
 #include "formats/safetensors/safetensors.h"
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 
 namespace tensormorph::index {
 namespace {
@@ -18,7 +18,7 @@ constexpr const char* kMetadataKey = "tensormorph.index";
 std::string level_name(const std::string& tensor, size_t level) { return tensor + "/L" + std::to_string(level); }
 
 // The stored fields of `level`'s tiles, in `out` (reused from level to level).
-std::span<const std::byte> pack(const ops::PyramidLevel& level, std::vector<double>& out) {
+std::span<const std::byte> pack(const engine::PyramidLevel& level, std::vector<double>& out) {
   out.resize(level.tiles.size() * kFieldsPerTile);
   double* f = out.data();
   for (const TM_TileStats& t : level.tiles) {
@@ -94,7 +94,7 @@ Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<c
     meta["tensors"].push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
                                {"rows", t.rows}, {"cols", t.cols}, {"file", t.file}, {"levels", t.levels.size()}});
     for (size_t k = 0; k < t.levels.size(); ++k) {
-      const ops::PyramidLevel& level = t.levels[k];
+      const engine::PyramidLevel& level = t.levels[k];
       tensors.push_back({level_name(t.name, k), DType::kF64, {level.grid.rows, level.grid.cols, kFieldsPerTile}, {},
                          [&packed, &level] { return pack(level, packed); }});
     }
@@ -153,7 +153,7 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
       TensorInfo described;
       described.shape = p.shape;
       if (!checked_element_count(p.shape).ok()) return damaged("its shape overflows");
-      const ops::MatrixShape m = ops::as_matrix(described);
+      const engine::MatrixShape m = engine::as_matrix(described);
       if (p.rows != m.rows || p.cols != m.cols) return damaged("its matrix shape disagrees with its shape");
       const std::vector<ops::TileGrid> grids = expected_grids(p.rows, p.cols, contents.tile);
       const size_t levels = t.at("levels").get<size_t>();
@@ -169,7 +169,7 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
                                      "' is missing or malformed");
         }
         TM_ASSIGN_OR_RETURN(auto bytes, file->tensor_bytes(*stored));
-        ops::PyramidLevel level;
+        engine::PyramidLevel level;
         level.grid = {stored->shape[0], stored->shape[1]};
         level.tiles.resize(level.grid.count());
         std::vector<double> fields(level.grid.count() * kFieldsPerTile);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "index/file_identity.h"
-#include "ops/pyramid.h"
+#include "engine/pyramid.h"
 #include "tensormorph/dtype.h"
 
 namespace tensormorph::index {
@@ -28,9 +28,9 @@ struct TensorPyramid {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<uint64_t> shape;
-  uint64_t rows = 0, cols = 0;      ///< the matrix view (ops::as_matrix)
+  uint64_t rows = 0, cols = 0;      ///< the matrix view (engine::as_matrix)
   uint32_t file = 0;                ///< index into IndexContents::files
-  std::vector<ops::PyramidLevel> levels;  ///< level 0 (tiles) first, up to one tile
+  std::vector<engine::PyramidLevel> levels;  ///< level 0 (tiles) first, up to one tile
 };
 
 /// Everything an index file holds.

@@ -6,8 +6,8 @@
 #include <regex>
 
 #include "core/dtype_abi.h"
-#include "ops/matrix_shape.h"
-#include "ops/tensor_ops.h"
+#include "engine/matrix_shape.h"
+#include "engine/tensor_ops.h"
 #include "server/http_util.h"
 
 namespace tensormorph::server {
@@ -40,7 +40,7 @@ std::string group_of(const std::string& name) {
   return "other";
 }
 
-json summary_json(const ops::TensorSummary& s, double mean, double std) {
+json summary_json(const engine::TensorSummary& s, double mean, double std) {
   json j = {{"count", s.count}, {"finite", s.finite}, {"nan", s.nan}, {"pos_inf", s.pos_inf}, {"neg_inf", s.neg_inf},
             {"zeros", s.zeros}, {"min", s.min}, {"max", s.max}, {"absmax", s.absmax}, {"mean", mean}, {"std", std},
             {"outlier_score", std > 0 ? s.absmax / std : 0.0}};
@@ -55,12 +55,12 @@ json summary_json(const ops::TensorSummary& s, double mean, double std) {
   return j;
 }
 
-json summary_json(const ops::TensorSummary& s) { return summary_json(s, s.mean(), s.stddev()); }
+json summary_json(const engine::TensorSummary& s) { return summary_json(s, s.mean(), s.stddev()); }
 
 // The statistics of an F64 or 32/64-bit integer tensor in its own domain (tm.exact_summary@1):
 // integer extremes as exact JSON integers, F64 extremes as the stored doubles.
 json exact_summary_json(const TM_ExactSummary& e, DType dtype) {
-  const ops::ExactView v = ops::exact_view(e, dtype);
+  const engine::ExactView v = engine::exact_view(e, dtype);
   json j = summary_json(v.summary, v.mean, v.std);
   if (v.min) j["min"] = *v.min;
   if (v.max) j["max"] = *v.max;
@@ -68,22 +68,22 @@ json exact_summary_json(const TM_ExactSummary& e, DType dtype) {
   return j;
 }
 
-std::optional<ops::TensorSummary> indexed_summary(Catalog& catalog, size_t id, const TensorInfo& tensor) {
+std::optional<engine::TensorSummary> indexed_summary(Catalog& catalog, size_t id, const TensorInfo& tensor) {
   auto contents = catalog.index_of(id);
   if (!contents) return std::nullopt;
   const index::TensorPyramid* p = catalog.indexed(id, *contents, tensor.name);
   if (p == nullptr || p->levels.empty() || p->levels.back().tiles.empty()) return std::nullopt;
-  return ops::summarize(p->levels.back().tiles[0]);
+  return engine::summarize(p->levels.back().tiles[0]);
 }
 
-json records_json(const ops::Records& records) {
+json records_json(const engine::Records& records) {
   json a = json::array();
   for (const auto& r : records) a.push_back(r.to_json());
   return a;
 }
 
 json tensor_json(Catalog& catalog, size_t id, size_t index, const TensorInfo& t) {
-  const ops::MatrixShape m = ops::as_matrix(t);
+  const engine::MatrixShape m = engine::as_matrix(t);
   json j = {{"index", index}, {"name", t.name}, {"group", group_of(t.name)}, {"dtype", std::string(dtype_name(t.dtype))},
             {"shape", t.shape}, {"rows", m.rows}, {"cols", m.cols}};
   if (auto s = indexed_summary(catalog, id, t)) {
@@ -95,12 +95,12 @@ json tensor_json(Catalog& catalog, size_t id, size_t index, const TensorInfo& t)
 
 // Runs tm.tile_stats@1 over one block of the matrix: the statistics behind a pixel.
 Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint& ckpt, const TensorInfo& t,
-                                 const ops::ViewRange& view, ops::Records& records) {
-  const ops::MatrixShape m = ops::as_matrix(t);
+                                 const ops::ViewRange& view, engine::Records& records) {
+  const engine::MatrixShape m = engine::as_matrix(t);
   // A strided view gathers the block's rows only (a band, not cached on devices).
   const bool whole = t.contiguous();
   const uint64_t band_begin = whole ? 0 : view.row_begin, band_end = whole ? m.rows : view.row_end;
-  TM_ASSIGN_OR_RETURN(auto band, ops::matrix_rows(ckpt, t, band_begin, band_end));
+  TM_ASSIGN_OR_RETURN(auto band, engine::matrix_rows(ckpt, t, band_begin, band_end));
   const uint64_t side = std::max(view.row_end - view.row_begin, view.col_end - view.col_begin);
   const uint32_t tile = static_cast<uint32_t>(std::max<uint64_t>(ops::kMinTile, std::bit_ceil(side)));
   if (tile > ops::kMaxTile) return Status::InvalidArgument("block too large for one tile");
@@ -108,12 +108,12 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
   compute::OpRequest req;
   req.op = TM_OP_TILE_STATS;
   req.inputs.push_back({to_abi_dtype(t.dtype), {band_end - band_begin, m.cols}, band.bytes,
-                        whole ? ops::residency_key(ckpt, t, ~uint64_t{0}) : 0});
+                        whole ? engine::residency_key(ckpt, t, ~uint64_t{0}) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof out}, std::as_writable_bytes(std::span(&out, 1))});
-  req.attributes = {{"row_begin", static_cast<int64_t>(view.row_begin - band_begin), 0},
-                    {"row_end", static_cast<int64_t>(view.row_end - band_begin), 0},
-                    {"col_begin", static_cast<int64_t>(view.col_begin), 0}, {"col_end", static_cast<int64_t>(view.col_end), 0},
-                    {"tile", tile, 0}};
+  req.attributes = {{TM_ATTR_ROW_BEGIN, static_cast<int64_t>(view.row_begin - band_begin), 0},
+                    {TM_ATTR_ROW_END, static_cast<int64_t>(view.row_end - band_begin), 0},
+                    {TM_ATTR_COL_BEGIN, static_cast<int64_t>(view.col_begin), 0}, {TM_ATTR_COL_END, static_cast<int64_t>(view.col_end), 0},
+                    {TM_ATTR_TILE, tile, 0}};
   TM_ASSIGN_OR_RETURN(auto placed, scheduler.run(req));
   if (!placed.executed) return Status::Unimplemented(placed.needs_consent_reason);
   records.push_back(placed.record);
@@ -122,7 +122,7 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
 
 }  // namespace
 
-ApiContext::ApiContext(std::unique_ptr<ops::ComputeSession> session, std::unique_ptr<Catalog> catalog,
+ApiContext::ApiContext(std::unique_ptr<engine::ComputeSession> session, std::unique_ptr<Catalog> catalog,
                        uint64_t tile_cache_bytes)
     : session_(std::move(session)), catalog_(std::move(catalog)), renderer_(*catalog_, session_->scheduler(), tile_cache_bytes) {
   // The session was opened from the settings file (plus --compute, which the scheduler holds).
@@ -162,7 +162,7 @@ void ApiContext::register_routes(httplib::Server& http) {
     const auto tensors = catalog_->at(target->checkpoint).checkpoint->tensors();
     const size_t index = static_cast<size_t>(target->tensor - tensors.data());
     json j = tensor_json(*catalog_, target->checkpoint, index, *target->tensor);
-    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
     j["zoom"] = zoom_geometry(m.rows, m.cols).to_json();
     if (auto s = indexed_summary(*catalog_, target->checkpoint, *target->tensor)) j["summary"] = summary_json(*s);
     reply_json(res, j);
@@ -172,10 +172,10 @@ void ApiContext::register_routes(httplib::Server& http) {
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());
     const bool recompute = param(req, "recompute").value_or("0") == "1";
-    ops::Records records;
+    engine::Records records;
     if (ops::exact_summary_supported(target->tensor->dtype)) {
       // Float32 tile statistics would round these types' values (docs/COMPUTE.md, exact summary).
-      auto exact = ops::tensor_exact_summary(scheduler(), *catalog_->at(target->checkpoint).checkpoint,
+      auto exact = engine::tensor_exact_summary(scheduler(), *catalog_->at(target->checkpoint).checkpoint,
                                              *target->tensor, &records);
       if (!exact.ok()) return reply_error(res, exact.status());
       json j = exact_summary_json(*exact, target->tensor->dtype);
@@ -186,10 +186,10 @@ void ApiContext::register_routes(httplib::Server& http) {
     auto s = recompute ? std::nullopt : indexed_summary(*catalog_, target->checkpoint, *target->tensor);
     const char* source = "index";
     if (!s) {
-      auto level = ops::tensor_tile_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
-                                          ops::kDefaultTile, &records);
+      auto level = engine::tensor_tile_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
+                                          engine::kDefaultTile, &records);
       if (!level.ok()) return reply_error(res, level.status());
-      s = ops::summarize(ops::build_pyramid(std::move(level).value()).back().tiles[0]);
+      s = engine::summarize(engine::build_pyramid(std::move(level).value()).back().tiles[0]);
       source = "computed";
     }
     json j = summary_json(*s);
@@ -210,12 +210,12 @@ void ApiContext::register_routes(httplib::Server& http) {
     auto hi = double_param(req, "hi", hi0);
     if (!lo.ok() || !hi.ok()) return reply_error(res, lo.ok() ? hi.status() : lo.status());
     if (*bins == 0 || !(*lo < *hi)) return reply_error(res, Status::InvalidArgument("histogram needs bins >= 1 and lo < hi"));
-    ops::Records records;
-    auto counts = ops::tensor_histogram(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *lo,
+    engine::Records records;
+    auto counts = engine::tensor_histogram(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *lo,
                                         *hi, *bins, &records);
     if (!counts.ok()) return reply_error(res, counts.status());
     std::vector<uint64_t> c = std::move(counts).value();
-    json j = {{"lo", *lo}, {"hi", *hi}, {"bins", std::vector<uint64_t>(c.begin(), c.end() - 3)},
+    json j = {{TM_ATTR_LO, *lo}, {TM_ATTR_HI, *hi}, {TM_ATTR_BINS, std::vector<uint64_t>(c.begin(), c.end() - 3)},
               {"below", c[*bins]}, {"above", c[*bins + 1]}, {"nan", c[*bins + 2]}, {"records", records_json(records)}};
     reply_json(res, j);
   });
@@ -223,7 +223,7 @@ void ApiContext::register_routes(httplib::Server& http) {
   http.Get("/api/value", [this](const httplib::Request& req, httplib::Response& res) {
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());
-    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
     auto row = uint_param(req, "row", 0, UINT64_MAX);
     auto col = uint_param(req, "col", 0, UINT64_MAX);
     if (!row.ok() || !col.ok()) return reply_error(res, row.ok() ? col.status() : row.status());
@@ -232,7 +232,7 @@ void ApiContext::register_routes(httplib::Server& http) {
                                                       ") is outside the " + std::to_string(m.rows) + " x " +
                                                       std::to_string(m.cols) + " matrix"));
     }
-    ops::Records records;
+    engine::Records records;
     auto stats = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
                              {*row, *row + 1, *col, *col + 1}, records);
     if (!stats.ok()) return reply_error(res, stats.status());
@@ -249,7 +249,7 @@ void ApiContext::register_routes(httplib::Server& http) {
     constexpr uint64_t kMaxValueWindow = 64;
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());
-    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
     auto row = uint_param(req, "row", 0, m.rows - 1);
     auto col = uint_param(req, "col", 0, m.cols - 1);
     auto rows = uint_param(req, "rows", 1, kMaxValueWindow);
@@ -258,8 +258,8 @@ void ApiContext::register_routes(httplib::Server& http) {
       if (!p->ok()) return reply_error(res, p->status());
     }
     const uint64_t row_end = std::min(m.rows, *row + *rows), col_end = std::min(m.cols, *col + *cols);
-    ops::Records records;
-    auto band = ops::decode_rows(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *row,
+    engine::Records records;
+    auto band = engine::decode_rows(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *row,
                                  row_end, &records);
     if (!band.ok()) return reply_error(res, band.status());
     json values = json::array(), texts = json::array();
@@ -279,7 +279,7 @@ void ApiContext::register_routes(httplib::Server& http) {
   http.Get("/api/cell", [this](const httplib::Request& req, httplib::Response& res) {
     auto target = target_of(req, *catalog_);
     if (!target.ok()) return reply_error(res, target.status());
-    const ops::MatrixShape m = ops::as_matrix(*target->tensor);
+    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
     const ZoomGeometry g = zoom_geometry(m.rows, m.cols);
     auto level = uint_param(req, "level", g.max_level, g.max_level);
     auto row = uint_param(req, "row", 0, m.rows - 1);
@@ -293,10 +293,10 @@ void ApiContext::register_routes(httplib::Server& http) {
     cell = std::min<uint64_t>(cell, ops::kMaxTile);
     const uint64_t r0 = *row / cell * cell, c0 = *col / cell * cell;
     const ops::ViewRange view{r0, std::min(m.rows, r0 + cell), c0, std::min(m.cols, c0 + cell)};
-    ops::Records records;
+    engine::Records records;
     auto s = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, view, records);
     if (!s.ok()) return reply_error(res, s.status());
-    json j = summary_json(ops::summarize(*s));
+    json j = summary_json(engine::summarize(*s));
     j["rows"] = {view.row_begin, view.row_end};
     j["cols"] = {view.col_begin, view.col_end};
     j["records"] = records_json(records);

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/settings.h"
-#include "ops/compute_session.h"
+#include "engine/compute_session.h"
 #include "server/catalog.h"
 #include "server/tiles.h"
 
@@ -24,7 +24,7 @@ namespace tensormorph::server {
 class ApiContext {
  public:
   /// Takes the session and the catalog; `tile_cache_bytes` budgets rendered tiles.
-  ApiContext(std::unique_ptr<ops::ComputeSession> session, std::unique_ptr<Catalog> catalog, uint64_t tile_cache_bytes);
+  ApiContext(std::unique_ptr<engine::ComputeSession> session, std::unique_ptr<Catalog> catalog, uint64_t tile_cache_bytes);
   /// Registers every /api route on `http`.
   void register_routes(httplib::Server& http);
   /// The catalog.
@@ -37,7 +37,7 @@ class ApiContext {
   /// Remembers an operation that answered "needs consent", for the Compute panel.
   void note_consent_request(nlohmann::ordered_json request);
 
-  std::unique_ptr<ops::ComputeSession> session_;
+  std::unique_ptr<engine::ComputeSession> session_;
   std::unique_ptr<Catalog> catalog_;
   TileRenderer renderer_;
   std::mutex consent_mutex_;

@@ -1,7 +1,7 @@
 #include "server/catalog.h"
 
 #include "index/index_builder.h"
-#include "ops/tensor_ops.h"
+#include "engine/tensor_ops.h"
 
 namespace tensormorph::server {
 
@@ -87,8 +87,8 @@ Result<std::shared_ptr<const StatsPyramid>> Catalog::fine_pyramid(compute::Sched
   if (entry->pyramid) return entry->pyramid;
   auto pyramid = std::make_shared<StatsPyramid>();
   pyramid->tile = fine_tile_for(tensor.elements());
-  TM_ASSIGN_OR_RETURN(auto level0, ops::tensor_tile_stats(scheduler, *served_[id]->checkpoint, tensor, pyramid->tile));
-  pyramid->levels = ops::build_pyramid(std::move(level0));
+  TM_ASSIGN_OR_RETURN(auto level0, engine::tensor_tile_stats(scheduler, *served_[id]->checkpoint, tensor, pyramid->tile));
+  pyramid->levels = engine::build_pyramid(std::move(level0));
   entry->pyramid = pyramid;
   // Evict the least recently used pyramids (never the one just built) to stay within budget.
   std::lock_guard lock(fine_mutex_);

@@ -14,7 +14,7 @@
 
 #include "compute/scheduler.h"
 #include "index/index_file.h"
-#include "ops/pyramid.h"
+#include "engine/pyramid.h"
 #include "tensormorph/checkpoint.h"
 
 namespace tensormorph::server {
@@ -22,7 +22,7 @@ namespace tensormorph::server {
 /// A pyramid of tile statistics for one tensor: level k has tiles of `tile` << k elements.
 struct StatsPyramid {
   uint32_t tile = 0;
-  std::vector<ops::PyramidLevel> levels;
+  std::vector<engine::PyramidLevel> levels;
   /// Bytes it holds.
   uint64_t bytes() const;
 };

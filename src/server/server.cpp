@@ -85,7 +85,7 @@ void refuse(httplib::Response& res, const Refusal& refusal) {
 }  // namespace
 
 Result<std::unique_ptr<ViewerServer>> ViewerServer::create(const std::vector<std::string>& paths, ServerOptions options,
-                                                           std::unique_ptr<ops::ComputeSession> session) {
+                                                           std::unique_ptr<engine::ComputeSession> session) {
   if (paths.empty()) return Status::InvalidArgument("serve needs at least one checkpoint");
   std::vector<std::unique_ptr<Checkpoint>> checkpoints;
   for (const auto& path : paths) {

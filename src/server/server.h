@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/compute_session.h"
+#include "engine/compute_session.h"
 #include "server/connection_limits.h"
 #include "tensormorph/status.h"
 
@@ -35,7 +35,7 @@ class ViewerServer {
  public:
   /// Opens `paths` (checkpoint files or directories) and prepares the routes; nothing is bound yet.
   static Result<std::unique_ptr<ViewerServer>> create(const std::vector<std::string>& paths, ServerOptions options,
-                                                      std::unique_ptr<ops::ComputeSession> session);
+                                                      std::unique_ptr<engine::ComputeSession> session);
   ~ViewerServer();
   /// Binds the socket (refusing non-loopback hosts without allow_remote, and a port in use) and returns the port.
   Result<int> bind();

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstdio>
 
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 #include "server/png.h"
 
 namespace tensormorph::server {
@@ -60,7 +60,7 @@ ZoomGeometry zoom_geometry(uint64_t rows, uint64_t cols) {
   return g;
 }
 
-Result<ops::RenderOutcome> TileRenderer::render(const TileRequest& r, const ZoomGeometry& g, std::string& source) {
+Result<engine::RenderOutcome> TileRenderer::render(const TileRequest& r, const ZoomGeometry& g, std::string& source) {
   ops::RenderParams p;
   p.stat = r.stat;
   p.colormap = r.colormap;
@@ -74,12 +74,12 @@ Result<ops::RenderOutcome> TileRenderer::render(const TileRequest& r, const Zoom
     p.row_begin = r.y * span;
     p.col_begin = r.x * span;
     source = "values";
-    return ops::render_tensor_tile(scheduler_, *catalog_.at(r.checkpoint).checkpoint, *r.tensor, p, r.consent);
+    return engine::render_tensor_tile(scheduler_, *catalog_.at(r.checkpoint).checkpoint, *r.tensor, p, r.consent);
   }
   // Overview: one pixel per pyramid tile. The index serves cells that are its tiles; finer ones
   // come from the fine pyramid.
   std::shared_ptr<const void> keep_alive;
-  const ops::PyramidLevel* level = nullptr;
+  const engine::PyramidLevel* level = nullptr;
   std::string state;
   auto contents = catalog_.index_of(r.checkpoint, &state);
   if (contents && p.cell >= contents->tile && p.cell % contents->tile == 0) {
@@ -103,11 +103,11 @@ Result<ops::RenderOutcome> TileRenderer::render(const TileRequest& r, const Zoom
   p.cell = 1;
   p.row_begin = r.y * ops::kRenderTilePixels;
   p.col_begin = r.x * ops::kRenderTilePixels;
-  return ops::render_stats_tile(scheduler_, level->tiles, level->grid.rows, level->grid.cols, p);
+  return engine::render_stats_tile(scheduler_, level->tiles, level->grid.rows, level->grid.cols, p);
 }
 
 Result<TileResult> TileRenderer::tile(const TileRequest& r) {
-  const ops::MatrixShape m = ops::as_matrix(*r.tensor);
+  const engine::MatrixShape m = engine::as_matrix(*r.tensor);
   const ZoomGeometry g = zoom_geometry(m.rows, m.cols);
   if (r.level > g.max_level || r.level < g.min_level) {
     return Status::InvalidArgument("level " + std::to_string(r.level) + " is outside [" + std::to_string(g.min_level) +

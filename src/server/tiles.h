@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/scheduler.h"
-#include "ops/render_ops.h"
+#include "engine/render_ops.h"
 #include "server/catalog.h"
 #include "server/tile_cache.h"
 
@@ -69,7 +69,7 @@ class TileRenderer {
   const TileCache& cache() const { return cache_; }
 
  private:
-  Result<ops::RenderOutcome> render(const TileRequest& request, const ZoomGeometry& geometry, std::string& source);
+  Result<engine::RenderOutcome> render(const TileRequest& request, const ZoomGeometry& geometry, std::string& source);
   Catalog& catalog_;
   compute::Scheduler& scheduler_;
   TileCache cache_;

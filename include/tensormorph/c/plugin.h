@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define TM_PLUGIN_ABI_MAJOR 1
-#define TM_PLUGIN_ABI_MINOR 1
+#define TM_PLUGIN_ABI_MINOR 2
 
 /* Symbol names a plugin library exports. */
 #define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
@@ -43,7 +43,8 @@ typedef enum TM_StatusCode {
   TM_STATUS_UNIMPLEMENTED = 6,       /* the backend lacks this operation/dtype: the host re-places it */
   TM_STATUS_RESOURCE_EXHAUSTED = 7,  /* out of device memory or over budget: the host re-places it */
   TM_STATUS_DEVICE_LOST = 8,         /* the device died: the host re-places and stops using it */
-  TM_STATUS_INTERNAL = 9
+  TM_STATUS_INTERNAL = 9,
+  TM_STATUS_OUTPUT_TOO_SMALL = 10    /* since 1.2: a data-dependent output needs more room (see below) */
 } TM_StatusCode;
 
 /** An error object owned by the plugin that produced it. */
@@ -70,8 +71,9 @@ typedef enum TM_DType {
 } TM_DType;
 
 /* ------------------------------------------------------------------------------------------------
- * Operations. Identified by stable versioned strings; their signatures are documented in
- * docs/COMPUTE.md and below.
+ * Operations. Identified by stable versioned strings; every id and attribute name a plugin needs is
+ * a constant below, and docs/COMPUTE.md defines each operation. Attributes are TM_Attribute values
+ * looked up by name: integers in `i`, floating-point values in `f`.
  *
  *  "tm.decode@1"     in[0]: tensor (any decodable dtype, contiguous, whole blocks)
  *                    out[0]: F32, same element count.
@@ -82,11 +84,62 @@ typedef enum TM_DType {
  *                    out[0]: U64[bins + 3]: bins, then below-lo, above-hi, NaN counts.
  *  "tm.exact_summary@1" in[0]: tensor of F64, I32, U32, I64 or U64 (the scalar types whose values
  *                    float32 cannot all hold), contiguous; out[0]: one TM_ExactSummary.
- */
+ *  "tm.render_tile@1" in[0]: the matrix [rows, cols] (source TM_RENDER_SOURCE_VALUES, any decodable
+ *                    dtype) or a row-major grid of TM_TileStats as U8[grid_rows, grid_cols, 64]
+ *                    (source TM_RENDER_SOURCE_TILE_STATS); attributes source, row_begin, col_begin,
+ *                    cell, magnify, stat, colormap (i64), lo, hi (f64);
+ *                    out[0]: U8[256, 256, 4], RGBA pixels, row-major.
+ *  "tm.render_tile_sampled@1" the same, each pixel from the first row of its block (approximate).
+ *
+ * Data-dependent outputs (since 1.2). An output whose size depends on the data (a top-k list, a
+ * spectrum) is passed with a capacity: nbytes is the room the host made, from the bound the
+ * operation's definition states. The backend writes a prefix and reports the bytes it wrote in
+ * TM_ExecutionReport.output_nbytes[i]. When the room is too small it writes nothing, sets
+ * output_nbytes[i] to the bytes it needs and returns TM_STATUS_OUTPUT_TOO_SMALL; the host grows the
+ * buffer and runs the instance again on the same backend. Outputs of a determined size report
+ * their nbytes. */
 #define TM_OP_DECODE "tm.decode@1"
 #define TM_OP_TILE_STATS "tm.tile_stats@1"
 #define TM_OP_HISTOGRAM "tm.histogram@1"
 #define TM_OP_EXACT_SUMMARY "tm.exact_summary@1"
+#define TM_OP_RENDER_TILE "tm.render_tile@1"
+#define TM_OP_RENDER_TILE_SAMPLED "tm.render_tile_sampled@1"
+
+/* Attribute names. */
+#define TM_ATTR_ROW_BEGIN "row_begin" /* tile_stats, render_tile: first row of the view / tile */
+#define TM_ATTR_ROW_END "row_end"     /* tile_stats: one past the last row of the view */
+#define TM_ATTR_COL_BEGIN "col_begin" /* tile_stats, render_tile: first column */
+#define TM_ATTR_COL_END "col_end"     /* tile_stats: one past the last column of the view */
+#define TM_ATTR_TILE "tile"           /* tile_stats: the tile size T */
+#define TM_ATTR_LO "lo"               /* histogram: lower edge; render_tile: lower end of the colour range */
+#define TM_ATTR_HI "hi"               /* histogram: upper edge; render_tile: upper end of the colour range */
+#define TM_ATTR_BINS "bins"           /* histogram: number of bins */
+#define TM_ATTR_SOURCE "source"       /* render_tile: a TM_RENDER_SOURCE_* value */
+#define TM_ATTR_CELL "cell"           /* render_tile: elements per pixel side (values), 1 for statistics */
+#define TM_ATTR_MAGNIFY "magnify"     /* render_tile: pixels per element side */
+#define TM_ATTR_STAT "stat"           /* render_tile: a TM_PIXEL_STAT_* value */
+#define TM_ATTR_COLORMAP "colormap"   /* render_tile: a TM_COLORMAP_* value */
+
+/* Values of tm.render_tile@1's attributes. */
+#define TM_RENDER_TILE_PIXELS 256      /* tiles are this many pixels on a side */
+#define TM_RENDER_MAX_CELL 4096        /* largest cell */
+#define TM_RENDER_MAX_MAGNIFY 256      /* largest magnification */
+#define TM_RENDER_SOURCE_VALUES 0      /* pixels from the matrix' values */
+#define TM_RENDER_SOURCE_TILE_STATS 1  /* pixels from a grid of TM_TileStats, one per pixel */
+#define TM_PIXEL_STAT_MEAN 0
+#define TM_PIXEL_STAT_ABSMAX 1
+#define TM_PIXEL_STAT_MIN 2
+#define TM_PIXEL_STAT_MAX 3
+#define TM_PIXEL_STAT_ENVELOPE 4       /* the signed extreme: min or max, whichever is larger in magnitude */
+#define TM_PIXEL_STAT_STD 5
+#define TM_PIXEL_STAT_NON_FINITE 6     /* a mask of NaN / +Inf / -Inf */
+#define TM_COLORMAP_DIVERGING 0        /* cool-warm around zero */
+#define TM_COLORMAP_SEQUENTIAL 1       /* viridis over [lo, hi] */
+#define TM_COLORMAP_LOG_MAGNITUDE 2    /* magma over log10 |v| in [lo, hi] */
+
+/** Most inputs and outputs an operation has (the sizes of the per-argument arrays below). */
+#define TM_MAX_OP_INPUTS 4
+#define TM_MAX_OP_OUTPUTS 4
 
 /** Statistics of one tile. NaN and +-Inf are counted and excluded from min/max/sum/sum_sq.
  *  Sums follow the canonical order of docs/COMPUTE.md, so bitwise-exact backends agree. */
@@ -154,7 +207,11 @@ typedef struct TM_OpQuery {
   size_t struct_size;
   const char* op;            /* e.g. TM_OP_TILE_STATS */
   TM_DType input_dtype;      /* dtype of in[0] */
-  TM_ShapeClass shape_class;
+  TM_ShapeClass shape_class; /* shape class of in[0] */
+  /* Since 1.2: every input (in[0] repeated), for operations of more than one input. */
+  uint32_t input_count;
+  TM_DType input_dtypes[TM_MAX_OP_INPUTS];
+  TM_ShapeClass input_shape_classes[TM_MAX_OP_INPUTS];
 } TM_OpQuery;
 
 /** The answer of `query`. Must depend only on the query (the host caches it). */
@@ -199,10 +256,8 @@ typedef struct TM_TensorArg {
   TM_Buffer* buffer;          /* device buffer, when resident */
   uint64_t byte_offset;       /* into host_data/host_out/buffer */
   uint64_t nbytes;            /* bytes of the argument */
-  /* Since 1.1. When host_file_valid is 1, host_data mirrors a file: its bytes from byte_offset on
-   * are the file's from host_file_offset on, and a backend may copy them with pread(host_file)
-   * instead of reading the mapping (faster on some machines). The descriptor belongs to the host
-   * and outlives the call: read it with pread only; never close, seek or write it. */
+  /* Since 1.1, unused since 1.2: hosts set them to zero and backends ignore them. The host reads
+   * files itself and hands backends host memory. */
   int32_t host_file;
   uint32_t host_file_valid;
   uint64_t host_file_offset;
@@ -253,6 +308,9 @@ typedef struct TM_ExecutionReport {
   double device_ns;        /* time measured on the device (0 when unknown) */
   uint64_t bytes_read;
   uint64_t bytes_written;
+  /* Since 1.2: bytes written to each output (data-dependent outputs: see "Data-dependent outputs";
+   * after TM_STATUS_OUTPUT_TOO_SMALL, the bytes each output needs). */
+  uint64_t output_nbytes[TM_MAX_OP_OUTPUTS];
 } TM_ExecutionReport;
 
 /** Opaque backend instance. */

@@ -17,9 +17,9 @@
 #include "backends/cpu/cpu_render.h"
 #include "backends/cpu/cpu_tile_stats.h"
 #include "core/dtype_abi.h"
-#include "ops/op_instance.h"
-#include "ops/plugin_error.h"
-#include "ops/render_tile.h"
+#include "compute/ops/op_instance.h"
+#include "compute/ops/plugin_error.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {

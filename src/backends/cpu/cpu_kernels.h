@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::cpu {

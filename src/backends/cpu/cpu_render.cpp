@@ -17,7 +17,7 @@
 
 #include "backends/cpu/cpu_tile_stats.h"
 #include "core/dtype_abi.h"
-#include "ops/render_tile.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {

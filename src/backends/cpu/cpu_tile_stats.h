@@ -9,7 +9,7 @@
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_file_reads.h"
 #include "backends/cpu/cpu_scratch_buffer.h"
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/mapped_file.h"
 #include "tensormorph/status.h"

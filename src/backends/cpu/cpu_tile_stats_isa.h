@@ -6,7 +6,7 @@
 #include "backends/cpu/cpu_tile_stats_kernel.h"
 #include "backends/cpu/cpu_tile_stats_q4_k.h"
 #include "backends/cpu/cpu_tile_stats_q8_0.h"
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/decode.h"
 
 // See cpu_simd.h: vectors only travel between always_inline functions.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 
 namespace tensormorph::gpu {
 namespace {

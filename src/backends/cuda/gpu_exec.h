@@ -7,7 +7,7 @@
 
 #include "backends/cuda/gpu_backend.h"
 #include "backends/cuda/kernels.h"
-#include "ops/op_instance.h"
+#include "compute/ops/op_instance.h"
 #include "tensormorph/dtype.h"
 
 namespace tensormorph::gpu {

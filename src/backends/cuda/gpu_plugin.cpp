@@ -13,8 +13,8 @@
 #include "backends/cuda/gpu_exec.h"
 #include "backends/cuda/gpu_render.h"
 #include "core/dtype_abi.h"
-#include "ops/op_instance.h"
-#include "ops/plugin_error.h"
+#include "compute/ops/op_instance.h"
+#include "compute/ops/plugin_error.h"
 
 namespace tensormorph::gpu {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "backends/cuda/gpu_backend.h"
 #include "backends/cuda/gpu_exec.h"
-#include "ops/render_tile.h"
+#include "compute/ops/render_tile.h"
 
 namespace tensormorph::gpu {
 

@@ -623,7 +623,7 @@ __global__ void __launch_bounds__(kTileBlockThreads) tile_rows_generic(TileJob j
 /// Launches tile_stats_q4_k.cu's warp units (a plan with q4_k_sums).
 cudaError_t launch_tile_rows_q4_k(const TilePlan& plan, const TileJob& job, uint64_t units, cudaStream_t stream);
 
-/// The index's default tile (ops::kDefaultTile). With the most words per lane it has G = 256 / 4N
+/// The index's default tile (engine::kDefaultTile). With the most words per lane it has G = 256 / 4N
 /// lanes per row; that instance is compiled with G constant (immediate load offsets, unrolled
 /// shuffles), every other G passes it at run time.
 constexpr uint32_t kDefaultTile = 256;

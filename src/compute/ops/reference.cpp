@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::ops {

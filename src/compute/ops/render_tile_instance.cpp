@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "core/dtype_abi.h"
-#include "ops/render_tile.h"
+#include "compute/ops/definitions.h"
+#include "compute/ops/render_tile.h"
 
 namespace tensormorph::ops {
 namespace {
 
-const std::vector<std::string> kAttributes = {"source", "row_begin", "col_begin", "cell", "magnify",
-                                              "stat",   "colormap",  "lo",        "hi"};
+const std::vector<std::string> kAttributes = {kAttrSource, kAttrRowBegin, kAttrColBegin, kAttrCell, kAttrMagnify,
+                                              kAttrStat,   kAttrColormap, kAttrLo,       kAttrHi};
 
 Status invalid(const std::string& what) { return Status::InvalidArgument("render_tile: " + what); }
 
@@ -53,44 +54,9 @@ Result<std::map<std::string, TM_Attribute>> read_attributes(const TM_OpInstance&
     if (!found.count(name)) return invalid("missing attribute '" + name + "'");
   }
   for (const auto& [name, attr] : found) {
-    if (name != "lo" && name != "hi" && attr.i < 0) return invalid("attribute '" + name + "' is negative");
+    if (name != kAttrLo && name != kAttrHi && attr.i < 0) return invalid("attribute '" + name + "' is negative");
   }
   return found;
-}
-
-compute::OpDefinition render_definition() {
-  compute::OpDefinition d;
-  d.id = kOpRenderTile;
-  d.summary = "A 256 x 256 RGBA heatmap tile of a 2-D view, from values or from tile statistics";
-  d.inputs = {{"input", "tensor<any decodable>[rows, cols] | U8[grid_rows, grid_cols, 64]",
-               "the matrix (source 0) or a grid of TM_TileStats (source 1)"}};
-  d.attributes = {
-      {"source", "i64", "0: values, 1: a grid of tile statistics"},
-      {"row_begin", "i64", "first element row (values) or grid row (statistics) of the tile"},
-      {"col_begin", "i64", "first element column (values) or grid column (statistics)"},
-      {"cell", "i64", "elements per pixel side, a power of two <= 4096 (1 for statistics)"},
-      {"magnify", "i64", "pixels per element side, a power of two <= 256 (only with cell 1)"},
-      {"stat", "i64", "0 mean, 1 absmax, 2 min, 3 max, 4 envelope (signed extreme), 5 std, 6 non-finite mask"},
-      {"colormap", "i64", "0 diverging around zero, 1 sequential, 2 log magnitude"},
-      {"lo", "f64", "lower end of the colour range"},
-      {"hi", "f64", "upper end of the colour range"},
-  };
-  d.outputs = {{"rgba", "U8[256, 256, 4]", "row-major RGBA pixels; outside the matrix transparent"}};
-  d.exactness_definition =
-      "bitwise equal to the CPU reference: each block's statistics as tm.tile_stats@1 with T = cell, then the "
-      "documented float64 colour mapping (docs/VIEWER.md)";
-  d.ladder = {{kOpRenderTileSampled, "each pixel from the first row of its block only (1/cell of its elements)",
-               "approximate: min, max, absmax and non-finite elements in the block's other rows may be missed"}};
-  return d;
-}
-
-compute::OpDefinition sampled_definition() {
-  compute::OpDefinition d = render_definition();
-  d.id = kOpRenderTileSampled;
-  d.summary = "tm.render_tile@1 reading only the first row of each block (approximate, needs consent)";
-  d.exactness_definition = "approximate: a block's statistics are those of its first row";
-  d.ladder.clear();
-  return d;
 }
 
 }  // namespace
@@ -130,18 +96,18 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op) {
   TM_ASSIGN_OR_RETURN(args.output, read_tensor(instance.outputs, "output", true));
   TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(instance));
   RenderParams& p = args.params;
-  if (attrs.at("source").i > 1 || attrs.at("stat").i > 6 || attrs.at("colormap").i > 2) {
+  if (attrs.at(kAttrSource).i > 1 || attrs.at(kAttrStat).i > 6 || attrs.at(kAttrColormap).i > 2) {
     return invalid("source, stat or colormap out of range");
   }
-  p.source = static_cast<RenderSource>(attrs.at("source").i);
-  p.row_begin = static_cast<uint64_t>(attrs.at("row_begin").i);
-  p.col_begin = static_cast<uint64_t>(attrs.at("col_begin").i);
-  p.cell = static_cast<uint64_t>(attrs.at("cell").i);
-  p.magnify = static_cast<uint32_t>(std::min<int64_t>(attrs.at("magnify").i, kMaxMagnify + 1));
-  p.stat = static_cast<PixelStat>(attrs.at("stat").i);
-  p.colormap = static_cast<ColorMap>(attrs.at("colormap").i);
-  p.lo = attrs.at("lo").f;
-  p.hi = attrs.at("hi").f;
+  p.source = static_cast<RenderSource>(attrs.at(kAttrSource).i);
+  p.row_begin = static_cast<uint64_t>(attrs.at(kAttrRowBegin).i);
+  p.col_begin = static_cast<uint64_t>(attrs.at(kAttrColBegin).i);
+  p.cell = static_cast<uint64_t>(attrs.at(kAttrCell).i);
+  p.magnify = static_cast<uint32_t>(std::min<int64_t>(attrs.at(kAttrMagnify).i, kMaxMagnify + 1));
+  p.stat = static_cast<PixelStat>(attrs.at(kAttrStat).i);
+  p.colormap = static_cast<ColorMap>(attrs.at(kAttrColormap).i);
+  p.lo = attrs.at(kAttrLo).f;
+  p.hi = attrs.at(kAttrHi).f;
   p.sampled = std::string_view(instance.op) == kOpRenderTileSampled;
   TM_RETURN_IF_ERROR(check_render_params(p));
   const TM_TensorArg& in = args.input.arg;
@@ -160,11 +126,6 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op) {
     return invalid("output must be U8[256, 256, 4]");
   }
   return args;
-}
-
-Status register_render_ops(compute::OpRegistry& registry) {
-  TM_RETURN_IF_ERROR(registry.add(render_definition()));
-  return registry.add(sampled_definition());
 }
 
 }  // namespace tensormorph::ops

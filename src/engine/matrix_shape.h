@@ -5,7 +5,7 @@
 
 #include "tensormorph/checkpoint.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 /// Rows and columns of a tensor seen as a matrix.
 struct MatrixShape {
@@ -18,4 +18,4 @@ struct MatrixShape {
 /// matrix with ne = [ne0, ne1] is ne1 rows of ne0 columns.
 MatrixShape as_matrix(const TensorInfo& tensor);
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -4,13 +4,13 @@
 #include <span>
 #include <vector>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 /// One level of the pyramid: a grid of tiles, row-major.
 struct PyramidLevel {
-  TileGrid grid;
+  ops::TileGrid grid;
   std::vector<TM_TileStats> tiles;
 };
 
@@ -34,4 +34,4 @@ struct TensorSummary {
 /// The summary of a single merged tile (the pyramid's top).
 TensorSummary summarize(const TM_TileStats& top);
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

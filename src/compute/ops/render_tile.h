@@ -9,31 +9,42 @@
 #include <span>
 #include <string_view>
 
-#include "compute/op_registry.h"
-#include "ops/op_instance.h"
-#include "ops/reference.h"
+#include "compute/ops/op_instance.h"
+#include "compute/ops/reference.h"
 
 namespace tensormorph::ops {
 
 /// The exact operation and its approximate rung (one sampled row per block, offered for consent).
-inline constexpr const char* kOpRenderTile = "tm.render_tile@1";
-inline constexpr const char* kOpRenderTileSampled = "tm.render_tile_sampled@1";
+inline constexpr const char* kOpRenderTile = TM_OP_RENDER_TILE;
+inline constexpr const char* kOpRenderTileSampled = TM_OP_RENDER_TILE_SAMPLED;
 
 /// Tiles are square and this many pixels on a side.
-inline constexpr uint32_t kRenderTilePixels = 256;
+inline constexpr uint32_t kRenderTilePixels = TM_RENDER_TILE_PIXELS;
 /// Bytes of one RGBA tile.
 inline constexpr uint64_t kRenderTileBytes = uint64_t{kRenderTilePixels} * kRenderTilePixels * 4;
 /// Largest cell (elements per pixel side) rendered from values; larger cells come from statistics.
-inline constexpr uint64_t kMaxRenderCell = 4096;
+inline constexpr uint64_t kMaxRenderCell = TM_RENDER_MAX_CELL;
 /// Largest magnification (pixels per element side).
-inline constexpr uint32_t kMaxMagnify = 256;
+inline constexpr uint32_t kMaxMagnify = TM_RENDER_MAX_MAGNIFY;
 
 /// What a pixel shows of the block of elements it covers.
-enum class PixelStat : int64_t { kMean = 0, kAbsmax = 1, kMin = 2, kMax = 3, kEnvelope = 4, kStd = 5, kNonFinite = 6 };
+enum class PixelStat : int64_t {
+  kMean = TM_PIXEL_STAT_MEAN,
+  kAbsmax = TM_PIXEL_STAT_ABSMAX,
+  kMin = TM_PIXEL_STAT_MIN,
+  kMax = TM_PIXEL_STAT_MAX,
+  kEnvelope = TM_PIXEL_STAT_ENVELOPE,
+  kStd = TM_PIXEL_STAT_STD,
+  kNonFinite = TM_PIXEL_STAT_NON_FINITE
+};
 /// How a value becomes a colour.
-enum class ColorMap : int64_t { kDiverging = 0, kSequential = 1, kLogMagnitude = 2 };
+enum class ColorMap : int64_t {
+  kDiverging = TM_COLORMAP_DIVERGING,
+  kSequential = TM_COLORMAP_SEQUENTIAL,
+  kLogMagnitude = TM_COLORMAP_LOG_MAGNITUDE
+};
 /// Where the pixels' statistics come from.
-enum class RenderSource : int64_t { kValues = 0, kTileStats = 1 };
+enum class RenderSource : int64_t { kValues = TM_RENDER_SOURCE_VALUES, kTileStats = TM_RENDER_SOURCE_TILE_STATS };
 
 /// "mean", "absmax", "min", "max", "envelope", "std", "nonfinite" and back.
 std::string_view pixel_stat_name(PixelStat stat);
@@ -108,8 +119,5 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op);
 
 /// True for the two render operation ids.
 bool is_render_op(std::string_view id);
-
-/// Registers tm.render_tile@1 (with its sampled rung on the ladder) and tm.render_tile_sampled@1.
-Status register_render_ops(compute::OpRegistry& registry);
 
 }  // namespace tensormorph::ops

@@ -10,7 +10,7 @@
 #include "compute/scheduler.h"
 #include "compute/settings.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 /// How to open a session.
 struct SessionOptions {
@@ -44,4 +44,4 @@ class ComputeSession {
 /// Opens a session from the persisted settings plus an optional `--compute` spec ("" = none).
 Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& compute_spec);
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/dtype.h"
 #include "tensormorph/status.h"

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/scheduler.h"
-#include "ops/pyramid.h"
+#include "engine/pyramid.h"
 #include "tensormorph/checkpoint.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 /// Placement records collected by one call (for --explain).
 using Records = std::vector<compute::PlacementRecord>;
@@ -79,4 +79,4 @@ ExactView exact_view(const TM_ExactSummary& exact, DType dtype);
 /// A key identifying a tensor's bytes for residency tracking (stable for the same file and span).
 uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band);
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "ops/reference.h"
+#include "compute/ops/reference.h"
 
 namespace tensormorph::ops {
 namespace {

@@ -1,22 +1,22 @@
-#include "ops/pyramid.h"
+#include "engine/pyramid.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 PyramidLevel coarser_level(const PyramidLevel& level) {
   PyramidLevel next;
   next.grid = {(level.grid.rows + 1) / 2, (level.grid.cols + 1) / 2};
   next.tiles.resize(next.grid.count());
-  const TM_TileStats empty = empty_tile_stats();
+  const TM_TileStats empty = ops::empty_tile_stats();
   auto at = [&](uint64_t r, uint64_t c) -> const TM_TileStats& {
     return (r < level.grid.rows && c < level.grid.cols) ? level.tiles[r * level.grid.cols + c] : empty;
   };
   for (uint64_t r = 0; r < next.grid.rows; ++r) {
     for (uint64_t c = 0; c < next.grid.cols; ++c) {
       next.tiles[r * next.grid.cols + c] =
-          merge_tile_stats(at(2 * r, 2 * c), at(2 * r, 2 * c + 1), at(2 * r + 1, 2 * c), at(2 * r + 1, 2 * c + 1));
+          ops::merge_tile_stats(at(2 * r, 2 * c), at(2 * r, 2 * c + 1), at(2 * r + 1, 2 * c), at(2 * r + 1, 2 * c + 1));
     }
   }
   return next;
@@ -26,7 +26,7 @@ std::vector<PyramidLevel> build_pyramid(PyramidLevel level0) {
   std::vector<PyramidLevel> levels;
   if (level0.grid.count() == 0) {
     level0.grid = {1, 1};
-    level0.tiles = {empty_tile_stats()};
+    level0.tiles = {ops::empty_tile_stats()};
   }
   levels.push_back(std::move(level0));
   while (levels.back().grid.rows > 1 || levels.back().grid.cols > 1) levels.push_back(coarser_level(levels.back()));
@@ -59,4 +59,4 @@ TensorSummary summarize(const TM_TileStats& top) {
   return s;
 }
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -1,15 +1,12 @@
-#include "ops/compute_session.h"
+#include "engine/compute_session.h"
 
 #include "compute/builtin_backends.h"
-#include "ops/op_definitions.h"
-#include "ops/render_tile.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOptions& options) {
   std::unique_ptr<ComputeSession> session(new ComputeSession());
-  TM_RETURN_IF_ERROR(register_core_ops(session->registry_));
-  TM_RETURN_IF_ERROR(register_render_ops(session->registry_));
+  session->registry_ = compute::OpRegistry::builtin();
   std::vector<std::string> dirs = options.extra_plugin_dirs;
   dirs.insert(dirs.end(), options.settings.plugin_path.begin(), options.settings.plugin_path.end());
   session->backends_ =
@@ -38,4 +35,4 @@ Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& 
   return ComputeSession::open(options);
 }
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

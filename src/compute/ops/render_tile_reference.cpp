@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/render_tile.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::ops {

@@ -1,4 +1,4 @@
-#include "ops/plugin_error.h"
+#include "compute/ops/plugin_error.h"
 
 namespace tensormorph::ops {
 namespace {

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "compute/scheduler.h"
-#include "ops/render_tile.h"
+#include "compute/ops/render_tile.h"
 #include "tensormorph/checkpoint.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 /// A rendered tile, or the scheduler's "needs consent" answer with the rungs on offer.
 struct RenderOutcome {
@@ -23,12 +23,12 @@ struct RenderOutcome {
 /// Renders a values tile of `tensor` (seen as a matrix) with `params` (source must be kValues).
 /// `consent` names a ladder rung the caller accepts ("" = exact only).
 Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
-                                         const TensorInfo& tensor, const RenderParams& params,
+                                         const TensorInfo& tensor, const ops::RenderParams& params,
                                          const std::string& consent = "");
 
 /// Renders a tile from a row-major grid of tile statistics (`params.source` must be kTileStats).
 Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
-                                        uint64_t grid_rows, uint64_t grid_cols, const RenderParams& params,
+                                        uint64_t grid_rows, uint64_t grid_cols, const ops::RenderParams& params,
                                         uint64_t residency_key = 0);
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -1,6 +1,6 @@
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 
 MatrixShape as_matrix(const TensorInfo& tensor) {
   MatrixShape m;
@@ -10,4 +10,4 @@ MatrixShape as_matrix(const TensorInfo& tensor) {
   return m;
 }
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

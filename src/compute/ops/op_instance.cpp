@@ -1,4 +1,4 @@
-#include "ops/op_instance.h"
+#include "compute/ops/op_instance.h"
 
 #include <cmath>
 #include <map>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/dtype_abi.h"
-#include "ops/op_definitions.h"
+#include "compute/ops/definitions.h"
 
 namespace tensormorph::ops {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/tensor_ops.h"
+#include "engine/tensor_ops.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,10 +6,10 @@
 
 #include "core/dtype_abi.h"
 #include "core/printable.h"
-#include "ops/matrix_shape.h"
+#include "engine/matrix_shape.h"
 #include "tensormorph/decode.h"
 
-namespace tensormorph::ops {
+namespace tensormorph::engine {
 namespace {
 
 // Bands keep one operation's input under this many bytes, so progress and residency are granular.
@@ -63,8 +63,8 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
                                        uint32_t max_threads, const BandDone& band_done) {
   const MatrixShape m = as_matrix(tensor);
   PyramidLevel level;
-  level.grid = tile_grid({0, m.rows, 0, m.cols}, tile);
-  level.tiles.assign(level.grid.count(), empty_tile_stats());
+  level.grid = ops::tile_grid({0, m.rows, 0, m.cols}, tile);
+  level.tiles.assign(level.grid.count(), ops::empty_tile_stats());
   if (tensor.elements() == 0) return level;
   if (!dtype_decodable(tensor.dtype)) {
     return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) + ": " +
@@ -75,7 +75,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
   const uint64_t band_rows = rows_per_band(row_bytes, tile);
   for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
     const uint64_t rows = std::min(band_rows, m.rows - r0);
-    const TileGrid grid = tile_grid({0, rows, 0, m.cols}, tile);
+    const ops::TileGrid grid = ops::tile_grid({0, rows, 0, m.cols}, tile);
     // Bands hold whole tile rows, so each band's tiles are a run of the level's.
     const auto out = std::span(level.tiles).subspan(r0 / tile * level.grid.cols, grid.count());
     compute::OpRequest req;
@@ -85,8 +85,8 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
                           band_region(data.file, r0 * row_bytes)});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
     req.max_threads = max_threads;
-    req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(rows), 0}, {"col_begin", 0, 0},
-                      {"col_end", static_cast<int64_t>(m.cols), 0}, {"tile", tile, 0}};
+    req.attributes = {{TM_ATTR_ROW_BEGIN, 0, 0}, {TM_ATTR_ROW_END, static_cast<int64_t>(rows), 0}, {TM_ATTR_COL_BEGIN, 0, 0},
+                      {TM_ATTR_COL_END, static_cast<int64_t>(m.cols), 0}, {TM_ATTR_TILE, tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
     if (band_done) band_done(rows * row_bytes);
   }
@@ -137,7 +137,7 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
                         data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
-  req.attributes = {{"lo", 0, lo}, {"hi", 0, hi}, {"bins", static_cast<int64_t>(bins), 0}};
+  req.attributes = {{TM_ATTR_LO, 0, lo}, {TM_ATTR_HI, 0, hi}, {TM_ATTR_BINS, static_cast<int64_t>(bins), 0}};
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
   return counts;
 }
@@ -229,4 +229,4 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
   return out;
 }
 
-}  // namespace tensormorph::ops
+}  // namespace tensormorph::engine

@@ -1,0 +1,328 @@
+// The built-in operations as data: signature, exactness, the CPU reference on an ABI instance, and
+// the conformance cases every backend is checked on.
+#include "compute/ops/definitions.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "compute/ops/op_instance.h"
+#include "compute/ops/reference.h"
+#include "compute/ops/render_tile.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::ops {
+namespace {
+
+// ---- The references on ABI instances -------------------------------------------------------------
+
+Result<std::span<const std::byte>> host_input(const TensorArgument& t) {
+  if (t.arg.nbytes == 0) return std::span<const std::byte>();
+  if (t.arg.host_data == nullptr) return Status::InvalidArgument("the CPU reference reads host memory only");
+  return std::span(static_cast<const std::byte*>(t.arg.host_data) + t.arg.byte_offset, t.arg.nbytes);
+}
+
+Result<std::span<std::byte>> host_output(const TensorArgument& t) {
+  if (t.arg.nbytes == 0) return std::span<std::byte>();
+  if (t.arg.host_out == nullptr) return Status::InvalidArgument("the CPU reference writes host memory only");
+  return std::span(static_cast<std::byte*>(t.arg.host_out) + t.arg.byte_offset, t.arg.nbytes);
+}
+
+/// Runs `compute` on an aligned vector of T and copies it out (host outputs need not be aligned).
+template <typename T, typename Compute>
+Status into_output(std::span<std::byte> out, Compute&& compute) {
+  std::vector<T> values(out.size() / sizeof(T));
+  TM_RETURN_IF_ERROR(compute(std::span<T>(values)));
+  if (!values.empty()) std::memcpy(out.data(), values.data(), values.size() * sizeof(T));
+  return Status::Ok();
+}
+
+Status decode_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const DecodeArgs a, parse_decode(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  return into_output<float>(out, [&](std::span<float> v) { return decode_reference({a.input.dtype, in, a.input.elems}, v); });
+}
+
+Status tile_stats_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const TileStatsArgs a, parse_tile_stats(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  return into_output<TM_TileStats>(out, [&](std::span<TM_TileStats> v) {
+    return tile_stats_reference({a.input.dtype, in, a.rows, a.cols}, a.range, a.tile, v);
+  });
+}
+
+Status histogram_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const HistogramArgs a, parse_histogram(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  return into_output<uint64_t>(out, [&](std::span<uint64_t> v) {
+    return histogram_reference({a.input.dtype, in, a.input.elems}, a.lo, a.hi, a.bins, v);
+  });
+}
+
+Status exact_summary_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const ExactSummaryArgs a, parse_exact_summary(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  TM_ExactSummary summary{};
+  TM_RETURN_IF_ERROR(exact_summary_reference({a.input.dtype, in, a.input.elems}, &summary));
+  std::memcpy(out.data(), &summary, sizeof summary);
+  return Status::Ok();
+}
+
+Status render_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const RenderArgs a, parse_render_tile(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  auto rgba = std::span(reinterpret_cast<uint8_t*>(out.data()), out.size());
+  if (a.params.source == RenderSource::kValues) {
+    return render_values_reference({a.input.dtype, in, a.rows, a.cols}, a.params, rgba);
+  }
+  std::vector<TM_TileStats> grid(a.rows * a.cols);
+  if (!grid.empty()) std::memcpy(grid.data(), in.data(), grid.size() * sizeof(TM_TileStats));
+  return render_stats_reference(grid, a.rows, a.cols, a.params, rgba);
+}
+
+// ---- The definitions -----------------------------------------------------------------------------
+
+constexpr double kMaxI64 = 9.2233720368547758e18;
+
+InputSpec decodable_input(std::string shape_rule, uint32_t min_rank, uint32_t max_rank) {
+  return {"input", decodable_dtypes(), "any decodable", min_rank, max_rank, std::move(shape_rule)};
+}
+
+AttributeSpec int_attribute(const char* name, double min, double max, std::string description) {
+  return {name, AttributeKind::kInt, false, 0, min, max, std::move(description)};
+}
+
+AttributeSpec float_attribute(const char* name, std::string description) {
+  return {name, AttributeKind::kFloat, false, 0, -1.7976931348623157e308, 1.7976931348623157e308, std::move(description)};
+}
+
+CaseAttribute ci(const char* name, int64_t v) { return {name, v, 0}; }
+CaseAttribute cf(const char* name, double v) { return {name, 0, v}; }
+
+OpDefinition decode_definition() {
+  OpDefinition d;
+  d.id = TM_OP_DECODE;
+  d.summary = "Decode a tensor of any decodable dtype to float32";
+  d.inputs = {decodable_input("contiguous elements, a whole number of blocks", 0, 8)};
+  d.outputs = {{"output", DType::kF32, "F32, the same element count as the input, any shape", OutputSize::kDetermined,
+                "the decoded values"}};
+  d.exactness_definition =
+      "bitwise equal to the CPU reference decoder (which equals ggml's to_float for ggml types)";
+  d.reference = decode_on_instance;
+  for (const uint64_t elems : {uint64_t{256} * 67, uint64_t{256} * 1024}) {
+    d.cases.push_back({"x" + std::to_string(elems), {{std::nullopt, {elems}}}, {}, {{DType::kF32, {elems}}}, true});
+  }
+  return d;
+}
+
+OpDefinition tile_stats_definition() {
+  OpDefinition d;
+  d.id = TM_OP_TILE_STATS;
+  d.summary = "Statistics of every T x T tile of a 2-D view";
+  d.inputs = {decodable_input("[rows, cols], contiguous row-major; blocks never cross rows", 2, 2)};
+  d.attributes = {
+      int_attribute(TM_ATTR_ROW_BEGIN, 0, kMaxI64, "first row of the view"),
+      int_attribute(TM_ATTR_ROW_END, 0, kMaxI64, "one past the last row of the view (<= rows)"),
+      int_attribute(TM_ATTR_COL_BEGIN, 0, kMaxI64, "first column of the view"),
+      int_attribute(TM_ATTR_COL_END, 0, kMaxI64, "one past the last column of the view (<= cols)"),
+      int_attribute(TM_ATTR_TILE, kMinTile, kMaxTile, "tile size T, a power of two in [8, 4096]"),
+  };
+  d.outputs = {{"stats", DType::kU8, "U8[tiles * sizeof(TM_TileStats)]", OutputSize::kDetermined,
+                "TM_TileStats per tile of the view, row-major over tiles (edge tiles are ragged)"}};
+  d.exactness_definition =
+      "counts, min, max, absmax exact (min orders -0.0 below +0.0, max +0.0 above -0.0); sum, sum_sq "
+      "bitwise equal to the canonical order: per row halving_sum over T float64 slots (+0.0 padded), "
+      "per tile halving_sum over T row slots (docs/COMPUTE.md)";
+  d.reference = tile_stats_on_instance;
+  constexpr uint64_t kRows = 300, kCols = 512;
+  struct View {
+    ViewRange range;
+    uint32_t tile;
+  };
+  for (const View& v : {View{{0, kRows, 0, kCols}, 8}, View{{0, kRows, 0, kCols}, 64}, View{{0, kRows, 0, kCols}, 256},
+                        View{{3, 290, 5, 501}, 32}, View{{0, 270, 0, kCols}, 256}, View{{0, kRows, 256, kCols}, 512}}) {
+    const uint64_t tiles = tile_grid(v.range, v.tile).count();
+    d.cases.push_back({"view [" + std::to_string(v.range.row_begin) + ", " + std::to_string(v.range.row_end) +
+                           ") x [" + std::to_string(v.range.col_begin) + ", " + std::to_string(v.range.col_end) +
+                           ") tile " + std::to_string(v.tile),
+                       {{std::nullopt, {kRows, kCols}}},
+                       {ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(v.range.row_begin)),
+                        ci(TM_ATTR_ROW_END, static_cast<int64_t>(v.range.row_end)),
+                        ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(v.range.col_begin)),
+                        ci(TM_ATTR_COL_END, static_cast<int64_t>(v.range.col_end)), ci(TM_ATTR_TILE, v.tile)},
+                       {{DType::kU8, {tiles * sizeof(TM_TileStats)}}},
+                       true});
+  }
+  return d;
+}
+
+OpDefinition histogram_definition() {
+  OpDefinition d;
+  d.id = TM_OP_HISTOGRAM;
+  d.summary = "Equal-width histogram of the decoded values";
+  d.inputs = {decodable_input("contiguous elements, a whole number of blocks", 0, 8)};
+  d.attributes = {
+      float_attribute(TM_ATTR_LO, "lower edge of the first bin (finite, < hi)"),
+      float_attribute(TM_ATTR_HI, "upper edge of the last bin (finite)"),
+      int_attribute(TM_ATTR_BINS, 1, static_cast<double>(kMaxHistogramBins), "number of bins"),
+  };
+  d.outputs = {{"counts", DType::kU64, "U64[bins + 3]", OutputSize::kDetermined,
+                "the bins, then below-lo, above-hi and NaN counts"}};
+  d.exactness_definition =
+      "exact counts; bin = floor((v - lo) * (bins / (hi - lo))) in float64, clamped to bins - 1 for v <= hi";
+  d.reference = histogram_on_instance;
+  struct Bins {
+    double lo, hi;
+    uint64_t bins;
+  };
+  for (const Bins& b : {Bins{-0.05, 0.05, 64}, Bins{-0.001, 0.002, 20000}, Bins{0.0, 1e-3, 7}}) {
+    d.cases.push_back({std::to_string(b.bins) + " bins", {{std::nullopt, {256 * 300}}},
+                       {cf(TM_ATTR_LO, b.lo), cf(TM_ATTR_HI, b.hi), ci(TM_ATTR_BINS, static_cast<int64_t>(b.bins))},
+                       {{DType::kU64, {b.bins + 3}}}, true});
+  }
+  return d;
+}
+
+OpDefinition exact_summary_definition() {
+  OpDefinition d;
+  d.id = TM_OP_EXACT_SUMMARY;
+  d.summary = "Statistics of a whole F64 or 32/64-bit integer tensor in its own domain";
+  d.inputs = {{"input", {DType::kF64, DType::kI32, DType::kU32, DType::kI64, DType::kU64}, "F64|I32|U32|I64|U64", 0, 8,
+               "contiguous elements"}};
+  d.outputs = {{"summary", DType::kU8, "U8[sizeof(TM_ExactSummary)]", OutputSize::kDetermined, "one TM_ExactSummary"}};
+  d.exactness_definition =
+      "integers: counts, extremes and the 128-bit sum exact; mean = double(sum) / n; std = sqrt(double(n * "
+      "sum(x^2) - sum(x)^2)) / n with the numerator exact in 256 bits. F64: counts and extremes exact (-0.0 below "
+      "+0.0); with e = ilogb(absmax), mean and std from Neumaier-compensated sums, in element order, of x * 2^-e "
+      "and of (x * 2^-e - mean * 2^-e)^2 (docs/COMPUTE.md)";
+  d.reference = exact_summary_on_instance;
+  for (const uint64_t elems : {uint64_t{1}, uint64_t{4099}}) {
+    d.cases.push_back({"x" + std::to_string(elems), {{std::nullopt, {elems}}}, {},
+                       {{DType::kU8, {sizeof(TM_ExactSummary)}}}, true});
+  }
+  return d;
+}
+
+std::vector<AttributeSpec> render_attributes() {
+  return {
+      int_attribute(TM_ATTR_SOURCE, TM_RENDER_SOURCE_VALUES, TM_RENDER_SOURCE_TILE_STATS,
+                    "0: values, 1: a grid of tile statistics"),
+      int_attribute(TM_ATTR_ROW_BEGIN, 0, kMaxI64, "first element row (values) or grid row (statistics) of the tile"),
+      int_attribute(TM_ATTR_COL_BEGIN, 0, kMaxI64, "first element column (values) or grid column (statistics)"),
+      int_attribute(TM_ATTR_CELL, 1, TM_RENDER_MAX_CELL, "elements per pixel side, a power of two (1 for statistics)"),
+      int_attribute(TM_ATTR_MAGNIFY, 1, TM_RENDER_MAX_MAGNIFY, "pixels per element side, a power of two (only with cell 1)"),
+      int_attribute(TM_ATTR_STAT, TM_PIXEL_STAT_MEAN, TM_PIXEL_STAT_NON_FINITE,
+                    "0 mean, 1 absmax, 2 min, 3 max, 4 envelope (signed extreme), 5 std, 6 non-finite mask"),
+      int_attribute(TM_ATTR_COLORMAP, TM_COLORMAP_DIVERGING, TM_COLORMAP_LOG_MAGNITUDE,
+                    "0 diverging around zero, 1 sequential, 2 log magnitude"),
+      float_attribute(TM_ATTR_LO, "lower end of the colour range (log: 0 < lo)"),
+      float_attribute(TM_ATTR_HI, "upper end of the colour range (> lo)"),
+  };
+}
+
+std::vector<ConformanceCase> render_cases() {
+  std::vector<ConformanceCase> cases;
+  constexpr uint64_t kRows = 700, kCols = 768;  // whole blocks of every ggml type
+  struct Values {
+    uint64_t cell, row, col;
+    int64_t stat;
+  };
+  for (const Values& v : {Values{8, 0, 0, TM_PIXEL_STAT_ENVELOPE}, Values{16, 64, 96, TM_PIXEL_STAT_MEAN},
+                          Values{32, 0, 0, TM_PIXEL_STAT_STD}, Values{8, 512, 512, TM_PIXEL_STAT_NON_FINITE},
+                          Values{4, 0, 0, TM_PIXEL_STAT_MEAN}}) {
+    cases.push_back({"values cell " + std::to_string(v.cell) + " at (" + std::to_string(v.row) + ", " +
+                         std::to_string(v.col) + ")",
+                     {{std::nullopt, {kRows, kCols}}},
+                     {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_VALUES), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(v.row)),
+                      ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(v.col)), ci(TM_ATTR_CELL, static_cast<int64_t>(v.cell)),
+                      ci(TM_ATTR_MAGNIFY, 1), ci(TM_ATTR_STAT, v.stat), ci(TM_ATTR_COLORMAP, TM_COLORMAP_DIVERGING),
+                      cf(TM_ATTR_LO, -0.05), cf(TM_ATTR_HI, 0.05)},
+                     {{DType::kU8, {kRenderTilePixels, kRenderTilePixels, 4}}},
+                     true});
+  }
+  struct Stats {
+    uint64_t row, col;
+    int64_t magnify, stat, colormap;
+    double lo, hi;
+  };
+  for (const Stats& s : {Stats{0, 0, 1, TM_PIXEL_STAT_MEAN, TM_COLORMAP_DIVERGING, -0.05, 0.05},
+                         Stats{3, 5, 4, TM_PIXEL_STAT_ABSMAX, TM_COLORMAP_LOG_MAGNITUDE, 1e-4, 1.0},
+                         Stats{0, 0, 2, TM_PIXEL_STAT_STD, TM_COLORMAP_SEQUENTIAL, 0.0, 0.05}}) {
+    cases.push_back({"statistics magnify " + std::to_string(s.magnify) + " at (" + std::to_string(s.row) + ", " +
+                         std::to_string(s.col) + ")",
+                     {{DType::kU8, {90, 300, sizeof(TM_TileStats)}}},
+                     {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_TILE_STATS), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(s.row)),
+                      ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(s.col)), ci(TM_ATTR_CELL, 1),
+                      ci(TM_ATTR_MAGNIFY, s.magnify), ci(TM_ATTR_STAT, s.stat), ci(TM_ATTR_COLORMAP, s.colormap),
+                      cf(TM_ATTR_LO, s.lo), cf(TM_ATTR_HI, s.hi)},
+                     {{DType::kU8, {kRenderTilePixels, kRenderTilePixels, 4}}},
+                     true});
+  }
+  return cases;
+}
+
+OpDefinition render_definition() {
+  OpDefinition d;
+  d.id = TM_OP_RENDER_TILE;
+  d.summary = "A 256 x 256 RGBA heatmap tile of a 2-D view, from values or from tile statistics";
+  std::vector<DType> dtypes = decodable_dtypes();
+  d.inputs = {{"input", dtypes, "any decodable (values) | U8 (statistics)", 2, 3,
+               "the matrix [rows, cols] (source 0) or a grid of TM_TileStats as U8[grid_rows, grid_cols, 64] (source 1)"}};
+  d.attributes = render_attributes();
+  d.outputs = {{"rgba", DType::kU8, "U8[256, 256, 4]", OutputSize::kDetermined,
+                "row-major RGBA pixels; outside the matrix transparent"}};
+  d.exactness_definition =
+      "bitwise equal to the CPU reference: each block's statistics as tm.tile_stats@1 with T = cell, then the "
+      "documented float64 colour mapping (docs/VIEWER.md)";
+  d.ladder = {{TM_OP_RENDER_TILE_SAMPLED, "each pixel from the first row of its block only (1/cell of its elements)",
+               "approximate: min, max, absmax and non-finite elements in the block's other rows may be missed"}};
+  d.reference = render_on_instance;
+  d.cases = render_cases();
+  return d;
+}
+
+OpDefinition sampled_definition() {
+  OpDefinition d = render_definition();
+  d.id = TM_OP_RENDER_TILE_SAMPLED;
+  d.summary = "tm.render_tile@1 reading only the first row of each block (approximate, needs consent)";
+  d.exactness_definition = "approximate: a block's statistics are those of its first row";
+  d.ladder.clear();
+  return d;
+}
+
+}  // namespace
+
+const std::vector<DType>& decodable_dtypes() {
+  static const std::vector<DType> dtypes = [] {
+    std::vector<DType> v;
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      if (dtype_decodable(static_cast<DType>(d))) v.push_back(static_cast<DType>(d));
+    }
+    return v;
+  }();
+  return dtypes;
+}
+
+std::span<const OpDefinition> builtin_definitions() {
+  static const std::vector<OpDefinition> definitions = [] {
+    std::vector<OpDefinition> v = {decode_definition(),     tile_stats_definition(), histogram_definition(),
+                                   exact_summary_definition(), render_definition(), sampled_definition()};
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    return v;
+  }();
+  return definitions;
+}
+
+const OpDefinition* find_builtin_definition(std::string_view id) {
+  for (const OpDefinition& d : builtin_definitions()) {
+    if (d.id == id) return &d;
+  }
+  return nullptr;
+}
+
+}  // namespace tensormorph::ops

@@ -1,0 +1,104 @@
+// What an operation is, as data: its inputs, attributes, outputs, exactness definition, CPU
+// reference and the cases its conformance test runs. Backends, the scheduler and the faces read
+// these; nothing here knows the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensormorph/c/plugin.h"
+#include "tensormorph/dtype.h"
+#include "tensormorph/status.h"
+
+namespace tensormorph::ops {
+
+/// Kind of an attribute value (TM_Attribute.i or TM_Attribute.f).
+enum class AttributeKind { kInt, kFloat };
+
+/// One tensor an operation reads.
+struct InputSpec {
+  std::string name;             ///< e.g. "input"
+  std::vector<DType> dtypes;    ///< the element types accepted
+  std::string dtypes_text;      ///< the same in words ("any decodable", "F64|I32|U32|I64|U64")
+  uint32_t min_rank = 0;        ///< smallest rank accepted
+  uint32_t max_rank = 8;        ///< largest rank accepted
+  std::string shape_rule;       ///< e.g. "[rows, cols], contiguous row-major; blocks never cross rows"
+};
+
+/// One named scalar attribute. Every attribute is required unless it has a default.
+struct AttributeSpec {
+  std::string name;             ///< a TM_ATTR_* constant of plugin.h
+  AttributeKind kind = AttributeKind::kInt;
+  bool has_default = false;     ///< false: the attribute must be given
+  double default_value = 0;     ///< when has_default
+  double min = 0;               ///< smallest valid value (the operation's parser checks further rules)
+  double max = 0;               ///< largest valid value
+  std::string description;      ///< one line, including rules the range cannot state
+};
+
+/// How an output's size is known.
+enum class OutputSize {
+  kDetermined,     ///< from the inputs' shapes and the attributes alone
+  kDataDependent,  ///< from the data: the host passes a capacity, the backend reports what it wrote
+};
+
+/// One tensor an operation writes.
+struct OutputSpec {
+  std::string name;             ///< e.g. "stats"
+  DType dtype = DType::kU8;     ///< its element type
+  std::string shape_rule;       ///< e.g. "U8[tiles * sizeof(TM_TileStats)]"
+  OutputSize size = OutputSize::kDetermined;
+  std::string description;      ///< one line
+};
+
+/// A cheaper rung of the exactness ladder offered when the exact operation is out of reach.
+struct LadderRung {
+  std::string op;           ///< the approximate operation that computes this rung
+  std::string computes;     ///< what it computes, in words
+  std::string error_bound;  ///< its error bound, in words (with the formula)
+};
+
+/// One tensor of a conformance case: its dtype and shape (inputs are filled by the test).
+struct CaseTensor {
+  std::optional<DType> dtype;  ///< an input without one is run for every dtype the input accepts
+  std::vector<uint64_t> shape;
+};
+
+/// One attribute value of a conformance case.
+struct CaseAttribute {
+  std::string name;
+  int64_t i = 0;
+  double f = 0;
+};
+
+/// An instance the conformance test runs on every backend that supports it, against the reference.
+struct ConformanceCase {
+  std::string label;                    ///< e.g. "BF16 matrix, ragged edge tiles"
+  std::vector<CaseTensor> inputs;
+  std::vector<CaseAttribute> attributes;
+  std::vector<CaseTensor> outputs;      ///< for data-dependent outputs: the capacity
+  /// Input values the test writes: random finite values, or random values with NaN and +-Inf mixed
+  /// in; tile-statistics grids are always written as real statistics of random matrices.
+  bool with_non_finite = false;
+};
+
+/// The CPU reference of an operation on an ABI instance: validates it as every backend must and
+/// writes the outputs (host memory only). The ground truth every backend is tested against.
+using ReferenceFn = Status (*)(const TM_OpInstance& instance);
+
+/// The definition of one operation.
+struct OpDefinition {
+  std::string id;                        ///< a TM_OP_* constant of plugin.h, e.g. "tm.tile_stats@1"
+  std::string summary;                   ///< one line
+  std::vector<InputSpec> inputs;         ///< tensors read, in order
+  std::vector<AttributeSpec> attributes; ///< scalars, any order
+  std::vector<OutputSpec> outputs;       ///< tensors written, in order
+  std::string exactness_definition;      ///< what "exact" means for this operation
+  std::vector<LadderRung> ladder;        ///< approximate rungs, strongest first (empty: always exact)
+  ReferenceFn reference = nullptr;       ///< the CPU reference
+  std::vector<ConformanceCase> cases;    ///< what the conformance test runs
+};
+
+}  // namespace tensormorph::ops
