@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <unistd.h>
 
 #include "compute/cost_model.h"
 #include "compute/scheduler.h"
@@ -27,6 +28,9 @@ struct FakeConfig {
   int executions = 0;
   int buffer_writes = 0;
   std::string supported_op;  // empty: every op
+  uint64_t needs_bytes = 0;  // a data-dependent output of this many bytes (0: none)
+  uint32_t seen_inputs = 0;  // what the last query named
+  std::vector<TM_DType> seen_dtypes;
 };
 
 struct FakeError {
@@ -67,6 +71,8 @@ TM_Error* fake_traits(TM_Backend* b, TM_DeviceTraits* t) {
 
 TM_Error* fake_query(TM_Backend* b, const TM_OpQuery* q, TM_OpSupport* out) {
   FakeConfig* c = config(b);
+  c->seen_inputs = q->input_count;
+  c->seen_dtypes.assign(q->input_dtypes, q->input_dtypes + std::min<uint32_t>(q->input_count, TM_MAX_OP_INPUTS));
   out->level = (c->supported_op.empty() || c->supported_op == q->op) ? c->level : TM_SUPPORT_NONE;
   out->exactness = c->exactness;
   out->error_bound = c->error_bound;
@@ -99,6 +105,10 @@ TM_Error* fake_execute(TM_Backend* b, const TM_OpInstance* op, const TM_Executio
   if (c->exactness > policy->exactness_floor) return make_error(TM_STATUS_UNIMPLEMENTED, "below exactness floor");
   if (!c->host_visible && op->input_count > 0 && op->inputs[0].buffer == nullptr) {
     return make_error(TM_STATUS_INVALID_ARGUMENT, "device backend got host data");
+  }
+  if (c->needs_bytes > 0) {
+    report->output_nbytes[0] = c->needs_bytes;
+    if (op->outputs[0].nbytes < c->needs_bytes) return make_error(TM_STATUS_OUTPUT_TOO_SMALL, "needs more room");
   }
   c->executions++;
   if (op->output_count > 0 && op->outputs[0].host_out) {
@@ -153,9 +163,19 @@ class SchedulerTest : public ::testing::Test {
     return *configs_.back();
   }
 
+  // A backend whose device opens on first use (the next fake_create binds it to `cfg`).
+  FakeConfig& add_deferred(FakeConfig cfg) {
+    configs_.push_back(std::make_unique<FakeConfig>(std::move(cfg)));
+    auto backend = Backend::deferred(fake_api(configs_.back()->name), {}, nullptr);
+    EXPECT_TRUE(backend.ok()) << backend.status().to_string();
+    backends_.push_back(std::move(backend).value());
+    return *configs_.back();
+  }
+
   // Calibration is off so the costs these tests pin are the costs the scheduler compares.
   Scheduler make(SchedulerOptions options = {}) {
     options.calibrate = false;
+    if (options.startup_costs_file.empty()) options.startup_costs_file = startup_file_;
     return Scheduler(registry_, backends_, std::move(options));
   }
 
@@ -166,6 +186,10 @@ class SchedulerTest : public ::testing::Test {
     r.outputs.push_back({TM_DTYPE_U8, {1}, std::span<std::byte>(output_)});
     return r;
   }
+
+  std::filesystem::path startup_file_ = std::filesystem::temp_directory_path() /
+                                        ("tm-scheduler-test-startup-" + std::to_string(::getpid()) + ".json");
+  ~SchedulerTest() override { std::filesystem::remove(startup_file_); }
 
   OpRegistry registry_;
   std::vector<std::unique_ptr<FakeConfig>> configs_;
@@ -391,6 +415,118 @@ TEST(SchedulerSource, NamesNoBackend) {
     ++files;
   }
   EXPECT_GT(files, 5);
+}
+
+TEST(Layering, DefinitionsAndBackendsNeverReachTheSchedulerOrAbove) {
+  // The operation definitions (src/compute/ops) and every backend depend on the definitions, the
+  // core and the C ABI only: not on the scheduler's registry (src/compute/*.h) nor anything above.
+  const std::regex upward(R"re(#include\s+"(compute/[a-z_]+\.h|engine/|index/|server/|cli/))re");
+  int files = 0;
+  for (const char* root : {"src/compute/ops", "src/backends"}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::filesystem::path(TM_SOURCE_DIR) / root)) {
+      if (!entry.is_regular_file()) continue;
+      std::ifstream in(entry.path());
+      std::string line;
+      int number = 0;
+      while (std::getline(in, line)) {
+        ++number;
+        EXPECT_FALSE(std::regex_search(line, upward)) << entry.path() << ":" << number << ": " << line;
+      }
+      ++files;
+    }
+  }
+  EXPECT_GT(files, 20);
+}
+
+}  // namespace
+}  // namespace tensormorph::compute
+
+namespace tensormorph::compute {
+namespace {
+
+TEST_F(SchedulerTest, ADeferredDeviceOpensOnceThePlacedWorkPaysForItsStartup) {
+  add({.name = "host", .compute_ns = 1e6});  // 1 ms per operation
+  {
+    std::ofstream costs(startup_file_);
+    costs << R"({"gpu||test": 2.5e6})";  // its start-up, measured earlier: 2.5 ms
+  }
+  auto& gpu = add_deferred({.name = "gpu", .compute_ns = 1e4});
+  g_next_config = &gpu;
+  auto s = make();
+  for (int i = 0; i < 2; ++i) {
+    auto p = s.run(request());
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->record.backend, "host");
+    EXPECT_FALSE(backends_[1]->opened());
+    bool said = false;
+    for (const auto& v : p->record.candidates) said |= v.backend == "gpu" && v.verdict.find("not opened") != std::string::npos;
+    EXPECT_TRUE(said) << p->record.to_json().dump();
+  }
+  // 2 ms placed + 1 ms for this one reaches the 2.5 ms start-up: the device opens and wins.
+  auto p = s.run(request());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_TRUE(backends_[1]->opened());
+  EXPECT_EQ(p->record.backend, "gpu");
+  EXPECT_EQ(gpu.executions, 1);
+  // The measured start-up replaced the old one in the store.
+  std::ifstream costs(startup_file_);
+  const std::string text((std::istreambuf_iterator<char>(costs)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("2500000"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpu||test"), std::string::npos) << text;
+}
+
+TEST_F(SchedulerTest, ADeferredDeviceOpensAtOnceWhenAConstraintNamesIt) {
+  auto& host = add({.name = "host", .compute_ns = 1e6, .supported_op = "test.op@1"});
+  auto& gpu = add_deferred({.name = "gpu", .compute_ns = 1e4});
+  g_next_config = &gpu;
+  auto s = make();
+  s.set_constraints({.prefer = {"gpu"}, .never = {}, .only = {}});
+  auto p = s.run(request());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->record.backend, "gpu");
+  (void)host;
+}
+
+TEST_F(SchedulerTest, ADeferredDeviceOpensAtOnceWhenNothingOpenCanRunTheOperation) {
+  add({.name = "host", .compute_ns = 1e6, .supported_op = "test.op@1"});
+  auto& gpu = add_deferred({.name = "gpu", .compute_ns = 1e9});
+  g_next_config = &gpu;
+  auto s = make();
+  auto r = request();
+  r.op = "test.op_sampled@1";
+  auto p = s.run(r);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE(p->executed);
+  EXPECT_EQ(p->record.backend, "gpu");
+}
+
+TEST_F(SchedulerTest, ADataDependentOutputGrowsToWhatTheBackendNeeds) {
+  auto& b = add({.name = "lister", .needs_bytes = 40});
+  auto s = make();
+  std::vector<std::byte> out(8);
+  OpRequest r = request();
+  r.outputs[0] = {TM_DTYPE_U8, {out.size()}, std::span(out), &out};
+  auto p = s.run(r);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(out.size(), 40u);
+  ASSERT_EQ(p->output_nbytes.size(), 1u);
+  EXPECT_EQ(p->output_nbytes[0], 40u);
+  EXPECT_EQ(b.executions, 1);
+  EXPECT_EQ(p->record.backend, "lister");
+  // Without a growable buffer the request fails, naming the output.
+  auto fixed = s.run(request());
+  ASSERT_FALSE(fixed.ok());
+  EXPECT_NE(fixed.status().message().find("not data-dependent"), std::string::npos) << fixed.status().to_string();
+}
+
+TEST_F(SchedulerTest, QueriesNameEveryInput) {
+  auto& b = add({.name = "pair"});
+  auto s = make();
+  OpRequest r = request();
+  r.inputs.push_back({TM_DTYPE_BF16, {4, 8}, std::span<const std::byte>(input_), 0});
+  ASSERT_TRUE(s.run(r).ok());
+  EXPECT_EQ(b.seen_inputs, 2u);
+  EXPECT_EQ(b.seen_dtypes, (std::vector<TM_DType>{TM_DTYPE_F32, TM_DTYPE_BF16}));
 }
 
 }  // namespace

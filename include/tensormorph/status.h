@@ -21,6 +21,7 @@ enum class StatusCode : int {
   kResourceExhausted = 7, ///< out of memory or over a budget
   kDeviceLost = 8,        ///< an accelerator died mid-operation
   kInternal = 9,          ///< a bug in Tensormorph
+  kOutputTooSmall = 10,   ///< a data-dependent output needs more room (the host grows it and retries)
 };
 
 /// Human-readable name of a status code ("FORMAT_ERROR", ...).

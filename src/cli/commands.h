@@ -48,6 +48,10 @@ std::unique_ptr<Checkpoint> open_or_report(const std::string& path);
 struct ComputeOptions {
   std::string spec;      ///< prefer=X,never=Y,only=Z or auto ("" = the persisted setting)
   bool explain = false;  ///< print placement records
+  std::vector<std::string> plugin_dirs;  ///< --plugin-dir: searched before the settings' plugins.path
+  /// When plugins open their devices: commands open them when an operation needs them; the
+  /// server, which lists every device, opens them at start.
+  compute::DeviceOpening opening = compute::DeviceOpening::kWhenNeeded;
 };
 
 /// Adds --compute and --explain to `sub`.

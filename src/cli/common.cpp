@@ -25,10 +25,11 @@ void add_compute_options(CLI::App* sub, ComputeOptions& options) {
   sub->add_option("--compute", options.spec,
                   "Placement constraints for this run: prefer=X,never=Y,only=Z (names joined by +) or auto");
   sub->add_flag("--explain", options.explain, "Show where each operation ran and why");
+  sub->add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directories to search (before plugins.path)");
 }
 
 std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOptions& options) {
-  auto session = engine::open_default_session(options.spec);
+  auto session = engine::open_default_session(options.spec, options.opening, options.plugin_dirs);
   if (!session.ok()) {
     print_error(session.status().message());
     return nullptr;

@@ -25,11 +25,11 @@ struct ServeArgs {
 // The built UI: --web, else web/dist beside the source tree this binary was built from.
 fs::path web_dir(const std::string& flag) {
   if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("TENSORMORPH_WEB_DIR")) return env;
   return TM_WEB_DIST_DIR;
 }
 
 int run_serve(ServeArgs& args) {
+  args.compute.opening = compute::DeviceOpening::kAtLoad;
   auto session = open_session_or_report(args.compute);
   if (!session) return kExitUserError;
   args.options.tile_cache_bytes = args.tile_cache_mb << 20;

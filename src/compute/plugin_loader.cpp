@@ -3,8 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdlib>
-
 
 namespace tensormorph::compute {
 namespace {
@@ -14,14 +12,28 @@ bool name_taken(const BackendSet& set, const std::string& name) {
                      [&](const auto& b) { return b->name() == name || b->name().rfind(name + ":", 0) == 0; });
 }
 
-// Creates every device a plugin table offers; records why none when it offers none.
+// Creates every device a plugin table offers (or, deferred, its first device unopened); records
+// why none when it offers none.
 void add_devices(const TM_PluginApi* api, BackendOrigin origin, void* library, BackendSet& into,
-                 BackendLoadReport report) {
+                 BackendLoadReport report, DeviceOpening opening) {
   report.name = api->name ? api->name : "unnamed";
   if (name_taken(into, report.name)) {
     report.detail = "refused: a backend named '" + report.name + "' is already loaded";
     into.reports.push_back(report);
     if (library) dlclose(library);
+    return;
+  }
+  if (opening == DeviceOpening::kWhenNeeded) {
+    auto deferred = Backend::deferred(api, origin, library);
+    if (!deferred.ok()) {
+      report.detail = deferred.status().message();
+      if (library) dlclose(library);
+    } else {
+      report.deferred = true;
+      report.detail = "not opened: its device opens when an operation needs it";
+      into.backends.push_back(std::move(deferred).value());
+    }
+    into.reports.push_back(report);
     return;
   }
   uint32_t count = 1;
@@ -62,20 +74,10 @@ std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::str
     const auto beside = exe.parent_path() / "plugins";
     if (std::filesystem::is_directory(beside, ec)) dirs.push_back(beside);
   }
-  if (const char* env = std::getenv(kPluginPathEnv)) {
-    std::string value = env;
-    size_t start = 0;
-    while (start <= value.size()) {
-      size_t end = value.find(':', start);
-      if (end == std::string::npos) end = value.size();
-      if (end > start) dirs.emplace_back(value.substr(start, end - start));
-      start = end + 1;
-    }
-  }
   return dirs;
 }
 
-void load_plugin_library(const std::filesystem::path& path, BackendSet& into) {
+void load_plugin_library(const std::filesystem::path& path, BackendSet& into, DeviceOpening opening) {
   BackendLoadReport report;
   report.builtin = false;
   report.library_path = path.string();
@@ -118,11 +120,11 @@ void load_plugin_library(const std::filesystem::path& path, BackendSet& into) {
     dlclose(library);
     return;
   }
-  add_devices(api, BackendOrigin{false, path.string()}, library, into, report);
+  add_devices(api, BackendOrigin{false, path.string()}, library, into, report, opening);
 }
 
 BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
-                         const std::vector<std::filesystem::path>& search_path) {
+                         const std::vector<std::filesystem::path>& search_path, DeviceOpening opening) {
   BackendSet set;
   for (TM_PluginGetApiFn entry : builtins) {
     const TM_PluginApi* api = entry(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
@@ -132,7 +134,7 @@ BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
       set.reports.push_back(report);
       continue;
     }
-    add_devices(api, BackendOrigin{true, ""}, nullptr, set, report);
+    add_devices(api, BackendOrigin{true, ""}, nullptr, set, report, DeviceOpening::kAtLoad);
   }
   for (const auto& dir : search_path) {
     std::error_code ec;
@@ -141,11 +143,15 @@ BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
       if (entry.path().extension() == ".so") libraries.push_back(entry.path());
     }
     if (ec) {
-      set.reports.push_back({"", dir.string(), false, false, "plugin directory unreadable: " + ec.message()});
+      BackendLoadReport unreadable;
+      unreadable.library_path = dir.string();
+      unreadable.builtin = false;
+      unreadable.detail = "plugin directory unreadable: " + ec.message();
+      set.reports.push_back(unreadable);
       continue;
     }
     std::sort(libraries.begin(), libraries.end());
-    for (const auto& lib : libraries) load_plugin_library(lib, set);
+    for (const auto& lib : libraries) load_plugin_library(lib, set, opening);
   }
   return set;
 }

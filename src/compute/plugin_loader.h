@@ -17,7 +17,14 @@ struct BackendLoadReport {
   std::string library_path;  ///< empty for built-ins
   bool builtin = true;
   bool available = false;    ///< at least one device was created
+  bool deferred = false;     ///< its device opens on first use (available is then unknown)
   std::string detail;        ///< why it is unavailable or failed to load; empty when fine
+};
+
+/// When plugins open their devices.
+enum class DeviceOpening {
+  kAtLoad,      ///< every device of every plugin is counted and opened while loading
+  kWhenNeeded,  ///< a plugin's first device opens on first use (see Backend::deferred)
 };
 
 /// Every usable backend plus a report line per source.
@@ -26,20 +33,20 @@ struct BackendSet {
   std::vector<BackendLoadReport> reports;
 };
 
-/// Environment variable holding extra plugin directories (colon-separated).
-inline constexpr const char* kPluginPathEnv = "TENSORMORPH_PLUGIN_PATH";
-
-/// The plugin search path: `configured` (settings), then `plugins/` beside the executable (modules
-/// built with Tensormorph), then the environment variable.
+/// The plugin search path: `configured` (settings and --plugin-dir), then `plugins/` beside the
+/// executable (modules built with Tensormorph).
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured);
 
 /// Loads the built-in backends (their entry points), then every `*.so` found in `search_path`
 /// (each directory sorted by name). A plugin whose ABI major differs from the host's is refused
 /// before any other function runs.
+/// Built-in backends always open at load (they are cheap to open: no device runtime).
 BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
-                         const std::vector<std::filesystem::path>& search_path);
+                         const std::vector<std::filesystem::path>& search_path,
+                         DeviceOpening opening = DeviceOpening::kAtLoad);
 
 /// Loads one plugin library; used by load_backends and tests.
-void load_plugin_library(const std::filesystem::path& path, BackendSet& into);
+void load_plugin_library(const std::filesystem::path& path, BackendSet& into,
+                         DeviceOpening opening = DeviceOpening::kAtLoad);
 
 }  // namespace tensormorph::compute

@@ -87,6 +87,25 @@ uint64_t input_bytes(const OpRequest& r) {
   return n;
 }
 
+// Grows each data-dependent output to the bytes the backend said it needs.
+Status grow_outputs(OpRequest& request, const std::vector<uint64_t>& needs) {
+  if (needs.size() != request.outputs.size()) return Status::Internal("a backend asked for more room without saying how much");
+  for (size_t i = 0; i < needs.size(); ++i) {
+    OutputTensor& out = request.outputs[i];
+    if (needs[i] <= out.bytes.size()) continue;
+    if (out.growable == nullptr) {
+      return Status::Internal("output " + std::to_string(i) + " of " + request.op + " needs " + std::to_string(needs[i]) +
+                              " bytes but is not data-dependent");
+    }
+    out.growable->resize(needs[i]);
+    out.bytes = std::span(*out.growable);
+    const auto dtype = from_abi_dtype(out.dtype);
+    const uint64_t element_bytes = dtype ? std::max<uint64_t>(1, dtype_info(*dtype).block_bytes / dtype_info(*dtype).block_elems) : 1;
+    if (out.shape.size() == 1) out.shape[0] = needs[i] / element_bytes;
+  }
+  return Status::Ok();
+}
+
 uint64_t output_bytes(const OpRequest& r) {
   uint64_t n = 0;
   for (const auto& out : r.outputs) n += out.bytes.size();
@@ -124,7 +143,8 @@ Scheduler::Scheduler(const OpRegistry& registry, std::span<const std::unique_ptr
     : registry_(registry),
       backends_(backends),
       options_(std::move(options)),
-      residency_(options_.device_cache_bytes) {}
+      residency_(options_.device_cache_bytes),
+      startup_costs_(options_.startup_costs_file) {}
 
 void Scheduler::set_constraints(Constraints constraints) {
   std::lock_guard lock(options_mutex_);
@@ -152,25 +172,19 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
     std::lock_guard lock(options_mutex_);
     budget = options_.memory_budget_bytes;
   }
-  const TM_DType dtype = request.inputs.empty() ? TM_DTYPE_INVALID : request.inputs[0].dtype;
-  const TM_ShapeClass shape_class =
-      request.inputs.empty() ? TM_SHAPE_VECTOR : shape_class_of(request.inputs[0].shape);
+  std::vector<QueryInput> query_inputs;
+  for (const auto& in : request.inputs) query_inputs.push_back({in.dtype, shape_class_of(in.shape)});
   AbiInstance abi(request, op);
   std::vector<Candidate> eligible;
-  verdicts.clear();
-  for (const auto& owned : backends_) {
-    const Backend& b = *owned;
-    CandidateVerdict v{b.name(), "", -1};
-    if (std::find(excluded.begin(), excluded.end(), &b) != excluded.end()) {
-      v.verdict = "failed earlier in this request";
-    } else if (!b.lost_reason().empty()) {
-      v.verdict = "device lost: " + b.lost_reason();
-    } else if (named_in(b.name(), constraints.never)) {
-      v.verdict = "never (constraint)";
-    } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
-      v.verdict = "not in only= (constraint)";
-    } else if (auto support = b.query(op, dtype, shape_class); !support.ok()) {
-      v.verdict = "query failed: " + support.status().message();
+  std::vector<CandidateVerdict> by_backend(backends_.size());
+  std::vector<size_t> deferred;  // unopened backends, decided once the open ones are known
+
+  const auto consider = [&](size_t index) {
+    const Backend& b = *backends_[index];
+    CandidateVerdict& v = by_backend[index];
+    if (auto support = b.query(op, query_inputs); !support.ok()) {
+      v.verdict = b.unavailable_reason().empty() ? "query failed: " + support.status().message()
+                                                 : "unavailable: " + b.unavailable_reason();
     } else if (support->level == TM_SUPPORT_NONE) {
       v.verdict = std::string("unsupported: ") + support->reason;
     } else if (auto estimate = b.estimate(abi.instance); !estimate.ok()) {
@@ -206,13 +220,61 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
         eligible.push_back(c);
       }
     }
-    verdicts.push_back(std::move(v));
+  };
+
+  for (size_t index = 0; index < backends_.size(); ++index) {
+    const Backend& b = *backends_[index];
+    CandidateVerdict& v = by_backend[index];
+    v = {b.name(), "", -1};
+    if (std::find(excluded.begin(), excluded.end(), &b) != excluded.end()) {
+      v.verdict = "failed earlier in this request";
+    } else if (!b.lost_reason().empty()) {
+      v.verdict = "device lost: " + b.lost_reason();
+    } else if (named_in(b.name(), constraints.never)) {
+      v.verdict = "never (constraint)";
+    } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
+      v.verdict = "not in only= (constraint)";
+    } else if (!b.unavailable_reason().empty()) {
+      v.verdict = "unavailable: " + b.unavailable_reason();
+    } else if (!b.opened()) {
+      deferred.push_back(index);
+    } else {
+      consider(index);
+    }
   }
+  // A device not opened yet opens when the user asked for it, when nothing open can compute the
+  // operation exactly, or once the work placed so far plus this operation would pay for its
+  // start-up (renting the open backends until the rent reaches the price of buying: never more
+  // than twice the cost of the best choice made in hindsight).
+  double best_ns = -1;
+  for (const auto& c : eligible) {
+    if (c.support.level != TM_SUPPORT_NONE && (best_ns < 0 || c.total_ns < best_ns)) best_ns = c.total_ns;
+  }
+  for (size_t index : deferred) {
+    const Backend& b = *backends_[index];
+    const std::string key = b.name() + "|" + b.origin().library_path + "|" + b.version();
+    const double startup_ns = startup_costs_.startup_ns(key);
+    const double placed_ns = placed_ns_.load();
+    const bool asked = named_in(b.name(), constraints.prefer) || named_in(b.name(), constraints.only);
+    if (!asked && best_ns >= 0 && placed_ns + best_ns < startup_ns) {
+      by_backend[index].verdict = "not opened: its start-up (" + milliseconds(startup_ns) +
+                                  ") outweighs the work placed so far (" + milliseconds(placed_ns + best_ns) + ")";
+      continue;
+    }
+    if (Status opened = b.open(); !opened.ok()) {
+      by_backend[index].verdict = "unavailable: " + opened.message();
+      continue;
+    }
+    startup_costs_.record(key, b.open_ns());
+    consider(index);
+  }
+  verdicts = std::move(by_backend);
   return eligible;
 }
 
 Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const OpRequest& request,
-                                                 const std::string& op, TM_Exactness floor, uint64_t& bytes_moved) {
+                                                 const std::string& op, TM_Exactness floor, uint64_t& bytes_moved,
+                                                 std::vector<uint64_t>& output_needs) {
   AbiInstance abi(request, op);
   std::vector<TM_Buffer*> temporary;
   auto release_temporary = [&] {
@@ -255,7 +317,7 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
     std::lock_guard lock(options_mutex_);
     policy.memory_budget_bytes = options_.memory_budget_bytes;
   }
-  auto report = backend.execute(abi.instance, policy);
+  auto report = backend.execute(abi.instance, policy, &output_needs);
   release_temporary();
   return report;
 }
@@ -289,7 +351,8 @@ std::vector<LadderOffer> Scheduler::ladder_for(const OpRequest& request, std::ve
   return ladder;
 }
 
-Result<Placement> Scheduler::run(const OpRequest& request) {
+Result<Placement> Scheduler::run(const OpRequest& original) {
+  OpRequest request = original;  // data-dependent outputs may grow
   if (registry_.find(request.op) == nullptr) {
     return Status::InvalidArgument("unknown operation '" + request.op + "'");
   }
@@ -355,8 +418,14 @@ Result<Placement> Scheduler::run(const OpRequest& request) {
         pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.total_ns < b.total_ns; });
 
     uint64_t bytes_moved = 0;
+    std::vector<uint64_t> output_needs;
     const auto start = std::chrono::steady_clock::now();
-    auto report = execute_on(*chosen.backend, request, op, floor, bytes_moved);
+    auto report = execute_on(*chosen.backend, request, op, floor, bytes_moved, output_needs);
+    for (int regrow = 0; regrow < 2 && !report.ok() && report.status().code() == StatusCode::kOutputTooSmall; ++regrow) {
+      // A data-dependent output needs more room: grow it and run again on the same backend.
+      TM_RETURN_IF_ERROR(grow_outputs(request, output_needs).with_context(chosen.backend->name()));
+      report = execute_on(*chosen.backend, request, op, floor, bytes_moved, output_needs);
+    }
     const double measured_ns =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
 
@@ -413,9 +482,16 @@ Result<Placement> Scheduler::run(const OpRequest& request) {
       }
     }
     record.sequence = log_.append(record);
+    placed_ns_.fetch_add(chosen.total_ns);  // the model's (calibrated) view of the work, as the rule compares
     Placement p;
     p.executed = true;
     p.record = std::move(record);
+    for (size_t i = 0; i < request.outputs.size(); ++i) {
+      const uint64_t written = i < TM_MAX_OP_OUTPUTS && report->output_nbytes[i] > 0 ? report->output_nbytes[i]
+                                                                                    : request.outputs[i].bytes.size();
+      p.output_nbytes.push_back(std::min<uint64_t>(written, request.outputs[i].bytes.size()));
+      if (request.outputs[i].growable != nullptr) request.outputs[i].growable->resize(p.output_nbytes.back());
+    }
     return p;
   }
 }

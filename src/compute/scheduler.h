@@ -3,7 +3,9 @@
 // It knows backends only through the contract: no backend is named here.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +17,7 @@
 #include "compute/op_registry.h"
 #include "compute/placement.h"
 #include "compute/residency.h"
+#include "compute/startup_costs.h"
 #include "tensormorph/mapped_file.h"
 
 namespace tensormorph::compute {
@@ -33,6 +36,9 @@ struct OutputTensor {
   TM_DType dtype = TM_DTYPE_INVALID;
   std::vector<uint64_t> shape;
   std::span<std::byte> bytes;
+  /// For a data-dependent output: the vector `bytes` views. When a backend needs more room
+  /// (OUTPUT_TOO_SMALL) the scheduler grows it and runs again; afterwards it holds what was written.
+  std::vector<std::byte>* growable = nullptr;
 };
 
 /// A named scalar attribute.
@@ -67,6 +73,7 @@ struct LadderOffer {
 struct Placement {
   bool executed = false;
   PlacementRecord record;            ///< when executed
+  std::vector<uint64_t> output_nbytes;  ///< when executed: bytes written to each output
   std::string needs_consent_reason;  ///< when not executed: why exact is out of reach
   std::vector<LadderOffer> ladder;   ///< when not executed: the rungs on offer
 };
@@ -77,6 +84,7 @@ struct SchedulerOptions {
   uint64_t memory_budget_bytes = 0;  ///< cap on one operation's working memory (0: unlimited)
   uint64_t device_cache_bytes = 1ull << 30;
   bool calibrate = true;  ///< learn from measured times (off in tests that pin costs)
+  std::filesystem::path startup_costs_file;  ///< where device start-up times are kept (empty: the user's cache)
 };
 
 /// Places and runs operations. Thread-safe for concurrent run() calls.
@@ -87,7 +95,7 @@ class Scheduler {
             SchedulerOptions options);
 
   /// Places and executes `request`; output bytes are written in place.
-  Result<Placement> run(const OpRequest& request);
+  Result<Placement> run(const OpRequest& original);
 
   /// Replaces the user's constraints (takes effect for the next run()).
   void set_constraints(Constraints constraints);
@@ -109,7 +117,7 @@ class Scheduler {
   std::vector<Candidate> evaluate(const OpRequest& request, const std::string& op, TM_Exactness floor,
                                   const std::vector<const Backend*>& excluded, std::vector<CandidateVerdict>& verdicts);
   Result<TM_ExecutionReport> execute_on(const Backend& backend, const OpRequest& request, const std::string& op,
-                                        TM_Exactness floor, uint64_t& bytes_moved);
+                                        TM_Exactness floor, uint64_t& bytes_moved, std::vector<uint64_t>& output_needs);
   std::vector<LadderOffer> ladder_for(const OpRequest& request, std::vector<Candidate>& weaker);
 
   const OpRegistry& registry_;
@@ -119,6 +127,8 @@ class Scheduler {
   CostModel cost_model_;
   ResidencyCache residency_;
   PlacementLog log_;
+  StartupCosts startup_costs_;
+  std::atomic<double> placed_ns_{0};  // modelled time of every operation run so far
 };
 
 /// "bitwise", "bounded", "approximate".

@@ -14,6 +14,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case StatusCode::kDeviceLost: return "DEVICE_LOST";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOutputTooSmall: return "OUTPUT_TOO_SMALL";
   }
   return "UNKNOWN";
 }

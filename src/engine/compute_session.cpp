@@ -10,7 +10,7 @@ Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOption
   std::vector<std::string> dirs = options.extra_plugin_dirs;
   dirs.insert(dirs.end(), options.settings.plugin_path.begin(), options.settings.plugin_path.end());
   session->backends_ =
-      compute::load_backends(compute::builtin_backend_entry_points(), compute::plugin_search_path(dirs));
+      compute::load_backends(compute::builtin_backend_entry_points(), compute::plugin_search_path(dirs), options.opening);
   compute::SchedulerOptions scheduler_options;
   scheduler_options.constraints = options.settings.constraints;
   if (options.override_constraints) {
@@ -24,8 +24,12 @@ Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOption
   return session;
 }
 
-Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& compute_spec) {
+Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& compute_spec,
+                                                             compute::DeviceOpening opening,
+                                                             const std::vector<std::string>& extra_plugin_dirs) {
   SessionOptions options;
+  options.opening = opening;
+  options.extra_plugin_dirs = extra_plugin_dirs;
   TM_ASSIGN_OR_RETURN(options.settings, compute::load_settings(compute::settings_path()));
   if (!compute_spec.empty()) {
     TM_ASSIGN_OR_RETURN(auto parsed, compute::parse_constraints(compute_spec));

@@ -17,6 +17,7 @@ struct SessionOptions {
   compute::Settings settings;                        ///< persisted settings (constraints, budgets, plugin path)
   std::optional<compute::Constraints> override_constraints;  ///< e.g. from --compute; replaces per key
   std::vector<std::string> extra_plugin_dirs;        ///< searched before the settings' path
+  compute::DeviceOpening opening = compute::DeviceOpening::kAtLoad;  ///< when plugins open their devices
 };
 
 /// Owns the registry, the backends and the scheduler for one process or server.
@@ -41,7 +42,10 @@ class ComputeSession {
   std::unique_ptr<compute::Scheduler> scheduler_;
 };
 
-/// Opens a session from the persisted settings plus an optional `--compute` spec ("" = none).
-Result<std::unique_ptr<ComputeSession>> open_default_session(const std::string& compute_spec);
+/// Opens a session from the persisted settings plus an optional `--compute` spec ("" = none);
+/// plugins' devices open when an operation needs them unless `opening` says otherwise.
+Result<std::unique_ptr<ComputeSession>> open_default_session(
+    const std::string& compute_spec, compute::DeviceOpening opening = compute::DeviceOpening::kWhenNeeded,
+    const std::vector<std::string>& extra_plugin_dirs = {});
 
 }  // namespace tensormorph::engine

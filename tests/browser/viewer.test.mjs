@@ -26,8 +26,8 @@ function check(ok, what) { if (ok) { passed++; console.log(`ok: ${what}`); } els
 function serve(settings) {
   const config = path.join(work, `settings-${servers.length}.json`);
   fs.writeFileSync(config, JSON.stringify(settings));
-  const child = spawn(binary, ['serve', demo, '--port', '0', '--web', path.join(root, 'web/dist')], {
-    env: { ...process.env, TENSORMORPH_CONFIG: config, TENSORMORPH_PLUGIN_PATH: pluginDir }, stdio: ['ignore', 'pipe', 'inherit'],
+  const child = spawn(binary, ['serve', demo, '--port', '0', '--web', path.join(root, 'web/dist'), '--plugin-dir', pluginDir], {
+    env: { ...process.env, TENSORMORPH_CONFIG: config }, stdio: ['ignore', 'pipe', 'inherit'],
   });
   servers.push(child);
   return new Promise((resolve, reject) => {

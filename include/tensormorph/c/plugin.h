@@ -85,7 +85,7 @@ typedef enum TM_DType {
  *  "tm.exact_summary@1" in[0]: tensor of F64, I32, U32, I64 or U64 (the scalar types whose values
  *                    float32 cannot all hold), contiguous; out[0]: one TM_ExactSummary.
  *  "tm.render_tile@1" in[0]: the matrix [rows, cols] (source TM_RENDER_SOURCE_VALUES, any decodable
- *                    dtype) or a row-major grid of TM_TileStats as U8[grid_rows, grid_cols, 64]
+ *                    dtype) or a row-major grid of TM_TileStats as U8[grid_rows, grid_cols, 72]
  *                    (source TM_RENDER_SOURCE_TILE_STATS); attributes source, row_begin, col_begin,
  *                    cell, magnify, stat, colormap (i64), lo, hi (f64);
  *                    out[0]: U8[256, 256, 4], RGBA pixels, row-major.

@@ -61,12 +61,14 @@ static inline TM_KitStatus tm_kit_ok(void) {
 /* The kit's error object; TM_Error pointers a kit-using plugin returns point at one. */
 typedef struct TM_KitError {
   TM_StatusCode code;
+  int is_static; /* 1 for the out-of-memory fallback, which is never freed */
   char message[TM_KIT_MESSAGE_BYTES];
 } TM_KitError;
 
-/* Handed out when allocating an error fails; tm_kit_error_destroy leaves it alone. */
+/* Handed out when allocating an error fails (one per translation unit; each is marked static, so
+ * any unit's tm_kit_error_destroy leaves it alone). */
 static inline TM_KitError* tm_kit_out_of_memory_error(void) {
-  static TM_KitError error = {TM_STATUS_RESOURCE_EXHAUSTED, "out of memory while reporting an error"};
+  static TM_KitError error = {TM_STATUS_RESOURCE_EXHAUSTED, 1, "out of memory while reporting an error"};
   return &error;
 }
 
@@ -81,6 +83,7 @@ static inline TM_Error* tm_kit_error(TM_StatusCode code, const char* format, ...
   va_list args;
   if (error == NULL) return (TM_Error*)tm_kit_out_of_memory_error();
   error->code = code;
+  error->is_static = 0;
   va_start(args, format);
   vsnprintf(error->message, sizeof error->message, format, args);
   va_end(args);
@@ -105,7 +108,7 @@ static inline const char* tm_kit_error_message(const TM_Error* error) {
 
 /** The error_destroy entry. */
 static inline void tm_kit_error_destroy(TM_Error* error) {
-  if (error != NULL && (TM_KitError*)error != tm_kit_out_of_memory_error()) free(error);
+  if (error != NULL && !((TM_KitError*)error)->is_static) free(error);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -129,35 +132,53 @@ static inline void tm_kit_read_struct(void* dst, size_t dst_size, const void* sr
 }
 
 /** Copies `src` (`src_size` bytes) into the host's struct `dst` without writing past dst's
- *  struct_size (0: src_size), keeping that struct_size. */
-static inline void tm_kit_write_struct(void* dst, const void* src, size_t src_size) {
+ *  struct_size (0: src_size), keeping that struct_size; 0 (nothing written) when dst's
+ *  struct_size cannot even hold the size field. */
+static inline int tm_kit_write_struct(void* dst, const void* src, size_t src_size) {
   size_t room = tm_kit_struct_size(dst);
   if (room == 0 || room > src_size) room = src_size;
+  if (room < sizeof(size_t)) return 0;
   memcpy(dst, src, room);
   memcpy(dst, &room, sizeof room);
+  return 1;
 }
 
-/** Element `index` of a host array of TM_TensorArg (the stride is element 0's struct_size). */
-static inline int tm_kit_tensor_at(const TM_TensorArg* array, uint32_t index, TM_TensorArg* out,
+/** Element `index` of a host array of TM_TensorArg (the stride is element 0's struct_size, which
+ *  every element must repeat); `what` names the array in messages ("tile_stats: inputs"). */
+static inline int tm_kit_tensor_at(const char* what, const TM_TensorArg* array, uint32_t index, TM_TensorArg* out,
                                    TM_KitStatus* status) {
   size_t stride;
-  if (array == NULL) return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "tensor array is null");
+  const unsigned char* element;
+  if (array == NULL) return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: the array is null", what);
   stride = tm_kit_struct_size(array);
   if (stride < sizeof(size_t)) {
-    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "tensor struct_size %zu is too small", stride);
+    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: struct_size %zu is too small", what, stride);
   }
-  tm_kit_read_struct(out, sizeof *out, (const unsigned char*)array + (size_t)index * stride);
+  element = (const unsigned char*)array + (size_t)index * stride;
+  if (tm_kit_struct_size(element) != stride) {
+    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s[%u]: struct_size %zu differs from element 0's %zu", what,
+                       index, tm_kit_struct_size(element), stride);
+  }
+  tm_kit_read_struct(out, sizeof *out, element);
   return 1;
 }
 
 /* ------------------------------------------------------------------------------------------------
  * Element types */
 
-/** Elements per block and bytes per block of `dtype` (scalars: 1 and the element's bytes; packed
+/** The dtype id a host wrote into an enum field, read as an int (an out-of-range value must not be
+ *  loaded as the enum type). */
+static inline int tm_kit_dtype_id(const TM_DType* field) {
+  int id = 0;
+  memcpy(&id, field, sizeof id);
+  return id;
+}
+
+/** Elements per block and bytes per block of the dtype id `dtype` (scalars: 1 and the element's bytes; packed
  *  sub-byte floats: 8 elements in 4 or 6 bytes); 0 when the id is unknown. */
-static inline int tm_kit_dtype_block(TM_DType dtype, uint32_t* block_elems, uint32_t* block_bytes) {
+static inline int tm_kit_dtype_block(int dtype, uint32_t* block_elems, uint32_t* block_bytes) {
   uint32_t e = 1, b = 0;
-  switch ((int)dtype) {
+  switch (dtype) {
     case TM_DTYPE_BOOL: case TM_DTYPE_U8: case TM_DTYPE_I8:
     case TM_DTYPE_F8_E4M3: case TM_DTYPE_F8_E5M2: case TM_DTYPE_F8_E8M0: b = 1; break;
     case TM_DTYPE_U16: case TM_DTYPE_I16: case TM_DTYPE_F16: case TM_DTYPE_BF16: b = 2; break;
@@ -218,8 +239,9 @@ static inline int tm_kit_check_tensor(const TM_TensorArg* arg, const char* role,
                                       TM_KitStatus* status) {
   uint32_t be = 0, bb = 0;
   int host;
-  if (!tm_kit_dtype_block(arg->dtype, &be, &bb)) {
-    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s has unknown dtype id %d", role, (int)arg->dtype);
+  const int dtype = tm_kit_dtype_id(&arg->dtype);
+  if (!tm_kit_dtype_block(dtype, &be, &bb)) {
+    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s has unknown dtype id %d", role, dtype);
   }
   if (!tm_kit_element_count(arg, role, elems, status)) return 0;
   if (*elems % be != 0) {
@@ -299,7 +321,10 @@ static inline int tm_kit_read_io(const char* op, const TM_OpInstance* instance, 
     return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: takes 1 input and 1 output, got %u and %u", op,
                        instance->input_count, instance->output_count);
   }
-  if (!tm_kit_tensor_at(instance->inputs, 0, in, status) || !tm_kit_tensor_at(instance->outputs, 0, out, status)) return 0;
+  snprintf(role, sizeof role, "%s: inputs", op);
+  if (!tm_kit_tensor_at(role, instance->inputs, 0, in, status)) return 0;
+  snprintf(role, sizeof role, "%s: outputs", op);
+  if (!tm_kit_tensor_at(role, instance->outputs, 0, out, status)) return 0;
   snprintf(role, sizeof role, "%s: input", op);
   if (!tm_kit_check_tensor(in, role, 0, in_elems, status)) return 0;
   snprintf(role, sizeof role, "%s: output", op);
@@ -350,7 +375,7 @@ static inline int tm_kit_parse_tile_stats(const TM_OpInstance* instance, TM_KitT
   }
   job->rows = job->input.shape[0];
   job->cols = job->input.shape[1];
-  tm_kit_dtype_block(job->input.dtype, &be, &bb);
+  tm_kit_dtype_block(tm_kit_dtype_id(&job->input.dtype), &be, &bb);
   if (job->cols % be != 0) {
     return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: %llu columns are not whole blocks of %u", op,
                        (unsigned long long)job->cols, be);
@@ -478,12 +503,12 @@ static inline int tm_kit_parse_render_tile(const TM_OpInstance* instance, TM_Kit
   if (job->source == TM_RENDER_SOURCE_VALUES) {
     uint32_t be = 0, bb = 0;
     if (job->input.rank != 2) return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: a values input has rank 2", op);
-    tm_kit_dtype_block(job->input.dtype, &be, &bb);
+    tm_kit_dtype_block(tm_kit_dtype_id(&job->input.dtype), &be, &bb);
     if (job->input.shape[1] % be != 0) {
       return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: the columns are not whole blocks", op);
     }
   } else if (job->input.rank != 3 || job->input.dtype != TM_DTYPE_U8 || job->input.shape[2] != sizeof(TM_TileStats)) {
-    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: a statistics input is U8[grid_rows, grid_cols, 64]", op);
+    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: a statistics input is U8[grid_rows, grid_cols, 72]", op);
   }
   job->rows = job->input.shape[0];
   job->cols = job->input.shape[1];

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "abi_io.h"
 #include "kernel_sources.h"
 
 namespace tm_opencl {
@@ -74,7 +74,8 @@ Result<ClProgram> build_program(const TM_Backend& backend, const char* family_so
       std::string log(log_size, '\0');
       if (clGetProgramBuildInfo(program.get(), device, CL_PROGRAM_BUILD_LOG, log_size, log.data(), nullptr) ==
           CL_SUCCESS) {
-        failure.message += "; build log: " + log.substr(0, 2000);
+        // Error messages hold TM_KIT_MESSAGE_BYTES: the start of the log says what broke.
+        failure.message += "; build log: " + log.substr(0, 300);
       }
     }
     return failure;
@@ -236,7 +237,7 @@ Result<std::unique_ptr<TM_Backend>> create_backend(const TM_BackendCreateArgs& a
 TM_DeviceTraits device_traits_of(const TM_Backend& backend) {
   TM_DeviceTraits traits{};
   traits.struct_size = sizeof traits;
-  copy_text(traits.device_name, backend.caps.name);
+  std::snprintf(traits.device_name, sizeof traits.device_name, "%s", backend.caps.name.c_str());
   traits.memory_bytes = backend.caps.global_memory_bytes;
   traits.memory_space_count = 1;
   traits.host_memory_visible = backend.caps.host_unified_memory ? 1u : 0u;

@@ -1,12 +1,7 @@
 #include "errors.h"
 
-#include <new>
-
 namespace tm_opencl {
 namespace {
-
-// Handed out when even allocating an error fails; destroy_tm_error knows not to delete it.
-TM_Error g_out_of_memory_error{TM_STATUS_RESOURCE_EXHAUSTED, "out of memory"};  // short: no allocation
 
 struct ClErrorName {
   cl_int code;
@@ -90,7 +85,7 @@ constexpr ClErrorName kClErrorNames[] = {
 Failure invalid_argument(std::string message) { return {TM_STATUS_INVALID_ARGUMENT, std::move(message)}; }
 Failure unimplemented(std::string message) { return {TM_STATUS_UNIMPLEMENTED, std::move(message)}; }
 Failure resource_exhausted(std::string message) { return {TM_STATUS_RESOURCE_EXHAUSTED, std::move(message)}; }
-Failure internal_error(std::string message) { return {TM_STATUS_INTERNAL, std::move(message)}; }
+Failure kit_failure(const TM_KitStatus& status) { return {status.code, status.message}; }
 
 const char* cl_error_name(cl_int error) {
   for (const ClErrorName& entry : kClErrorNames) {
@@ -120,18 +115,6 @@ Failure cl_failure(cl_int error, std::string_view call) {
   message += cl_error_name(error);
   message += " (" + std::to_string(error) + ")";
   return {code, std::move(message)};
-}
-
-TM_Error* to_tm_error(Failure failure) {
-  try {
-    return new TM_Error{failure.code, std::move(failure.message)};
-  } catch (...) {
-    return &g_out_of_memory_error;
-  }
-}
-
-void destroy_tm_error(TM_Error* error) {
-  if (error != &g_out_of_memory_error) delete error;
 }
 
 }  // namespace tm_opencl

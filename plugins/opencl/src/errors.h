@@ -1,4 +1,5 @@
-// Errors as values inside the plugin, and their conversion to TM_Error at the ABI boundary.
+// Errors as values inside the plugin. At the ABI boundary they become the plugin kit's error
+// objects (plugin_entry.cpp), so the table's error entries are the kit's.
 #pragma once
 
 #include <CL/cl.h>
@@ -10,12 +11,7 @@
 #include <variant>
 
 #include "tensormorph/c/plugin.h"
-
-/// The ABI's opaque error object: a status code and a message, owned by this plugin.
-struct TM_Error {
-  TM_StatusCode code;   ///< the category the host dispatches on
-  std::string message;  ///< what failed, for people
-};
+#include "tensormorph/c/plugin_kit.h"
 
 namespace tm_opencl {
 
@@ -66,18 +62,13 @@ Failure invalid_argument(std::string message);
 Failure unimplemented(std::string message);
 /// Out of device memory or over a budget.
 Failure resource_exhausted(std::string message);
-/// A bug or an unexpected state inside the plugin.
-Failure internal_error(std::string message);
+/// The failure a plugin-kit check reported.
+Failure kit_failure(const TM_KitStatus& status);
 
 /// The symbolic name of an OpenCL error code, e.g. "CL_OUT_OF_RESOURCES".
 const char* cl_error_name(cl_int error);
 /// A failure for OpenCL call `call` returning `error`, categorised by what the host can do about it.
 Failure cl_failure(cl_int error, std::string_view call);
-
-/// Converts a failure into an ABI error object; never fails (falls back to a static object).
-TM_Error* to_tm_error(Failure failure);
-/// Releases an error object made by to_tm_error.
-void destroy_tm_error(TM_Error* error);
 
 }  // namespace tm_opencl
 

@@ -29,6 +29,14 @@ Result<RunStats> run_tile_stats(TM_Backend& backend, const TileStatsJob& job, ui
 /// The caller holds backend.mutex.
 Result<RunStats> run_decode(TM_Backend& backend, const DecodeJob& job, uint64_t memory_budget);
 
+/// Renders a tile from values: block statistics on the device, colours on the host.
+/// The caller holds backend.mutex.
+Result<RunStats> run_render_values(TM_Backend& backend, const RenderJob& job, uint64_t memory_budget);
+
+/// Renders a tile from a grid of tile statistics (host memory or a buffer of this backend).
+/// The caller holds backend.mutex.
+Result<RunStats> run_render_stats(TM_Backend& backend, const RenderJob& job);
+
 /// Events of one execution's commands, to add up their device time.
 class CommandTimes {
  public:

@@ -1,6 +1,10 @@
 // The ABI surface: the two exported symbols and the function table. Every entry point validates
 // its pointers, reads host structs only up to their struct_size, and turns every failure (and any
-// exception) into a TM_Error: nothing throws or aborts across the boundary.
+// exception) into one of the plugin kit's error objects: nothing throws or aborts across the
+// boundary. Errors are made only in this file, the one that hands out tm_kit_error_destroy, so
+// every error the table returns is one that entry knows.
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -9,7 +13,6 @@
 #include <string>
 #include <type_traits>
 
-#include "abi_io.h"
 #include "backend.h"
 #include "errors.h"
 #include "estimate.h"
@@ -17,34 +20,56 @@
 #include "op_parse.h"
 #include "support.h"
 #include "tensormorph/c/plugin.h"
+#include "tensormorph/c/plugin_kit.h"
 
 namespace tm_opencl {
 namespace {
 
+/// The kit's error object for `failure`.
+TM_Error* to_error(const Failure& failure) { return tm_kit_error(failure.code, "%s", failure.message.c_str()); }
+
+/// Runs an entry point's body, turning its failure or any exception into an error object.
 template <typename Body>
 TM_Error* guarded(Body&& body) noexcept {
   try {
     Status status = body();
-    return status.ok() ? nullptr : to_tm_error(status.take_failure());
+    return status.ok() ? nullptr : to_error(status.take_failure());
   } catch (const std::bad_alloc&) {
-    return to_tm_error(resource_exhausted("opencl: out of host memory"));
+    return tm_kit_error(TM_STATUS_RESOURCE_EXHAUSTED, "opencl: out of host memory");
   } catch (const std::exception& error) {
-    return to_tm_error(internal_error(std::string("opencl: unexpected exception: ") + error.what()));
+    return tm_kit_error(TM_STATUS_INTERNAL, "opencl: unexpected exception: %s", error.what());
   } catch (...) {
-    return to_tm_error(internal_error("opencl: unexpected exception"));
+    return tm_kit_error(TM_STATUS_INTERNAL, "opencl: unexpected exception");
   }
 }
 
+/// An INVALID_ARGUMENT failure for a null pointer argument.
 Failure null_argument(const char* function, const char* argument) {
   return invalid_argument(std::string("opencl: ") + function + ": " + argument + " is null");
 }
 
-TM_StatusCode api_error_code(const TM_Error* error) { return error != nullptr ? error->code : TM_STATUS_OK; }
+/// A copy of the host's struct at `p`, read no further than its struct_size (the rest zero).
+template <typename T>
+T read_host_struct(const T* p) {
+  T copy{};
+  tm_kit_read_struct(&copy, sizeof copy, p);
+  return copy;
+}
 
-const char* api_error_message(const TM_Error* error) { return error != nullptr ? error->message.c_str() : ""; }
+/// Writes `value` into the host's struct at `out` no further than its struct_size (0: all of it).
+template <typename T>
+Status write_host_struct(T* out, const T& value, const char* function) {
+  // The kit always writes the struct_size field itself, so a size smaller than it has no room.
+  const size_t room = tm_kit_struct_size(out);
+  if (room != 0 && room < sizeof(size_t)) {
+    return invalid_argument(std::string("opencl: ") + function + ": the output's struct_size " + std::to_string(room) +
+                            " is smaller than the struct_size field itself");
+  }
+  tm_kit_write_struct(out, &value, sizeof value);
+  return {};
+}
 
-void api_error_destroy(TM_Error* error) { destroy_tm_error(error); }
-
+/// device_count: the OpenCL devices of every platform, or why there are none.
 TM_Error* api_device_count(uint32_t* count, char* why_none, size_t why_len) {
   return guarded([&]() -> Status {
     if (count == nullptr) return null_argument("device_count", "count");
@@ -59,43 +84,47 @@ TM_Error* api_device_count(uint32_t* count, char* why_none, size_t why_len) {
   });
 }
 
+/// backend_create: opens a device, compiles the kernels, measures the link.
 TM_Error* api_backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
   return guarded([&]() -> Status {
     if (out == nullptr) return null_argument("backend_create", "out");
     *out = nullptr;
     if (args == nullptr) return null_argument("backend_create", "args");
-    TMCL_ASSIGN_OR_RETURN(std::unique_ptr<TM_Backend> backend, create_backend(read_versioned(args)));
+    TMCL_ASSIGN_OR_RETURN(std::unique_ptr<TM_Backend> backend, create_backend(read_host_struct(args)));
     *out = backend.release();
     return {};
   });
 }
 
+/// backend_destroy: waits for queued work, then releases everything.
 void api_backend_destroy(TM_Backend* backend) {
   if (backend == nullptr) return;
   clFinish(backend->queue.get());
   delete backend;
 }
 
+/// device_traits.
 TM_Error* api_device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("device_traits", "backend");
     if (out == nullptr) return null_argument("device_traits", "out");
-    return write_versioned(out, device_traits_of(*backend));
+    return write_host_struct(out, device_traits_of(*backend), "device_traits");
   });
 }
 
+/// query: the capability of (operation, dtype, shape class) on this device.
 TM_Error* api_query(TM_Backend* backend, const TM_OpQuery* query_ptr, TM_OpSupport* out) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("query", "backend");
     if (query_ptr == nullptr) return null_argument("query", "query");
     if (out == nullptr) return null_argument("query", "out");
-    const TM_OpQuery query = read_versioned(query_ptr);
+    const TM_OpQuery query = read_host_struct(query_ptr);
     if (query.op == nullptr) return null_argument("query", "query->op");
-    const int dtype = enum_value(query.input_dtype);
+    const int dtype = raw_enum_value(query.input_dtype);
     if (!is_known_dtype(dtype)) {
       return invalid_argument("opencl: query: input_dtype " + std::to_string(dtype) + " is not a TM_DType value");
     }
-    const int shape_class = enum_value(query.shape_class);
+    const int shape_class = raw_enum_value(query.shape_class);
     if (shape_class < TM_SHAPE_VECTOR || shape_class > TM_SHAPE_TENSOR) {
       return invalid_argument("opencl: query: shape_class " + std::to_string(shape_class) +
                               " is not a TM_ShapeClass value");
@@ -105,20 +134,22 @@ TM_Error* api_query(TM_Backend* backend, const TM_OpQuery* query_ptr, TM_OpSuppo
     support.level = capability.level;
     support.exactness = capability.exactness;
     support.error_bound = capability.error_bound;
-    copy_text(support.reason, capability.reason);
-    return write_versioned(out, support);
+    std::snprintf(support.reason, sizeof support.reason, "%s", capability.reason.c_str());
+    return write_host_struct(out, support, "query");
   });
 }
 
+/// estimate: validates like execute, so what execute would refuse is refused here first.
 TM_Error* api_estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate* out) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("estimate", "backend");
     if (out == nullptr) return null_argument("estimate", "out");
     TMCL_ASSIGN_OR_RETURN(const ParsedOp parsed, parse_op(*backend, op));
-    return write_versioned(out, estimate_cost(*backend, parsed));
+    return write_host_struct(out, estimate_cost(*backend, parsed), "estimate");
   });
 }
 
+/// buffer_alloc: device global memory (space 1) only.
 TM_Error* api_buffer_alloc(TM_Backend* backend, uint32_t memory_space, uint64_t bytes, TM_Buffer** out) {
   return guarded([&]() -> Status {
     if (out == nullptr) return null_argument("buffer_alloc", "out");
@@ -130,6 +161,7 @@ TM_Error* api_buffer_alloc(TM_Backend* backend, uint32_t memory_space, uint64_t 
   });
 }
 
+/// buffer_free.
 void api_buffer_free(TM_Backend* backend, TM_Buffer* buffer) {
   if (buffer == nullptr) return;
   if (backend != nullptr) {
@@ -141,6 +173,7 @@ void api_buffer_free(TM_Backend* backend, TM_Buffer* buffer) {
   delete buffer;
 }
 
+/// buffer_write.
 TM_Error* api_buffer_write(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, const void* src, uint64_t bytes) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("buffer_write", "backend");
@@ -149,6 +182,7 @@ TM_Error* api_buffer_write(TM_Backend* backend, TM_Buffer* buffer, uint64_t offs
   });
 }
 
+/// buffer_read.
 TM_Error* api_buffer_read(TM_Backend* backend, TM_Buffer* buffer, uint64_t offset, void* dst, uint64_t bytes) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("buffer_read", "backend");
@@ -157,22 +191,36 @@ TM_Error* api_buffer_read(TM_Backend* backend, TM_Buffer* buffer, uint64_t offse
   });
 }
 
+/// execute: validates, checks the policy, runs the job under the backend's lock, reports.
 TM_Error* api_execute(TM_Backend* backend, const TM_OpInstance* op, const TM_ExecutionPolicy* policy_ptr,
                       TM_ExecutionReport* report) {
   return guarded([&]() -> Status {
     if (backend == nullptr) return null_argument("execute", "backend");
     TMCL_ASSIGN_OR_RETURN(const ParsedOp parsed, parse_op(*backend, op));
     // No policy means the strictest one: bitwise results only.
-    const TM_ExecutionPolicy policy = policy_ptr != nullptr ? read_versioned(policy_ptr) : TM_ExecutionPolicy{};
+    const TM_ExecutionPolicy policy = policy_ptr != nullptr ? read_host_struct(policy_ptr) : TM_ExecutionPolicy{};
     TMCL_RETURN_IF_ERROR(check_policy(parsed.capability, policy, parsed.op));
     // max_threads is not applicable: the OpenCL runtime owns the device's parallelism.
     RunStats stats;
     {
       std::lock_guard lock(backend->mutex);
-      if (parsed.kind == OpKind::kTileStats) {
-        TMCL_ASSIGN_OR_RETURN(stats, run_tile_stats(*backend, parsed.tile_stats, policy.memory_budget_bytes));
-      } else {
-        TMCL_ASSIGN_OR_RETURN(stats, run_decode(*backend, parsed.decode, policy.memory_budget_bytes));
+      switch (parsed.kind) {
+        case OpKind::kTileStats: {
+          TMCL_ASSIGN_OR_RETURN(stats, run_tile_stats(*backend, parsed.tile_stats, policy.memory_budget_bytes));
+          break;
+        }
+        case OpKind::kDecode: {
+          TMCL_ASSIGN_OR_RETURN(stats, run_decode(*backend, parsed.decode, policy.memory_budget_bytes));
+          break;
+        }
+        case OpKind::kRenderValues: {
+          TMCL_ASSIGN_OR_RETURN(stats, run_render_values(*backend, parsed.render, policy.memory_budget_bytes));
+          break;
+        }
+        case OpKind::kRenderStats: {
+          TMCL_ASSIGN_OR_RETURN(stats, run_render_stats(*backend, parsed.render));
+          break;
+        }
       }
     }
     if (report == nullptr) return {};
@@ -182,7 +230,8 @@ TM_Error* api_execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Exe
     filled.device_ns = stats.device_ns;
     filled.bytes_read = stats.bytes_read;
     filled.bytes_written = stats.bytes_written;
-    return write_versioned(report, filled);
+    filled.output_nbytes[0] = parsed.output_nbytes;
+    return write_host_struct(report, filled, "execute");
   });
 }
 
@@ -192,9 +241,9 @@ const TM_PluginApi kApi = {
     .abi_minor = TM_PLUGIN_ABI_MINOR,
     .name = "opencl",
     .version = "0.1.0",
-    .error_code = &api_error_code,
-    .error_message = &api_error_message,
-    .error_destroy = &api_error_destroy,
+    .error_code = &tm_kit_error_code,
+    .error_message = &tm_kit_error_message,
+    .error_destroy = &tm_kit_error_destroy,
     .device_count = &api_device_count,
     .backend_create = &api_backend_create,
     .backend_destroy = &api_backend_destroy,

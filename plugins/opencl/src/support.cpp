@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include "abi_io.h"
-
 namespace tm_opencl {
 namespace {
 
@@ -53,6 +51,14 @@ Capability full(TM_Exactness exactness, double error_bound) {
   return capability;
 }
 
+// Supported with a restriction that `reason` names.
+Capability partial(TM_Exactness exactness, std::string reason) {
+  Capability capability = full(exactness, 0.0);
+  capability.level = TM_SUPPORT_PARTIAL;
+  capability.reason = std::move(reason);
+  return capability;
+}
+
 std::string format_bound(double bound) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", bound);
@@ -94,12 +100,31 @@ Capability capability_of(const TM_Backend& backend, std::string_view op, TM_DTyp
     if (backend.decode_bitwise) return full(TM_EXACT_BITWISE, 0.0);
     return full(TM_EXACT_BOUNDED, kDecodeBoundWithoutIeeeMultiply);
   }
+  if (op == TM_OP_RENDER_TILE) {
+    // A U8 rank-3 input can only be a statistics grid, and that render is colouring alone.
+    if (dtype == TM_DTYPE_U8 && shape_class == TM_SHAPE_TENSOR) return full(TM_EXACT_BITWISE, 0.0);
+    if (dtype != TM_DTYPE_F32 && dtype != TM_DTYPE_F16) {
+      return none("opencl plugin renders values of F32 and F16 only (not " + dtype_name(dtype) +
+                  "), and statistics grids (U8, shape class TENSOR)");
+    }
+    if (shape_class != TM_SHAPE_MATRIX) return none("render_tile renders values of a 2-D tensor (shape class MATRIX)");
+    if (!backend.tile_stats_available) {
+      return none("opencl plugin renders values through tile_stats, which needs cl_khr_fp64 on this device");
+    }
+    return partial(TM_EXACT_BITWISE,
+                   "values with cell >= 8 (magnify 1) only: estimate refuses cell < 8 and magnify > 1; statistics "
+                   "grids are declared as U8 TENSOR; " TM_OP_RENDER_TILE_SAMPLED " and other dtypes are not implemented");
+  }
+  if (op == TM_OP_RENDER_TILE_SAMPLED) {
+    return none("opencl plugin does not implement " TM_OP_RENDER_TILE_SAMPLED " (it renders exactly, with " TM_OP_RENDER_TILE
+                ")");
+  }
   return none("opencl plugin does not implement " + std::string(op) + " (it implements " TM_OP_TILE_STATS
-              " for F32/F16 and " TM_OP_DECODE " for Q8_0)");
+              " for F32/F16, " TM_OP_DECODE " for Q8_0 and " TM_OP_RENDER_TILE " from F32/F16 values and statistics)");
 }
 
 Status check_policy(const Capability& achieved, const TM_ExecutionPolicy& policy, std::string_view op) {
-  const int floor = enum_value(policy.exactness_floor);
+  const int floor = raw_enum_value(policy.exactness_floor);
   if (floor < TM_EXACT_BITWISE || floor > TM_EXACT_APPROXIMATE) {
     return invalid_argument("opencl: policy exactness_floor " + std::to_string(floor) + " is not a TM_Exactness value");
   }

@@ -1,5 +1,6 @@
 // Tests of libtm_opencl.so through the C ABI only, as a host would use it: dlopen, version check,
-// query answers, bitwise results against scalar references, refusals and argument validation.
+// query answers, bitwise results against scalar references, refusals and argument validation
+// (render_tile_test.cpp has tm.render_tile@1 and the C kit plugin).
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -26,13 +27,6 @@ namespace {
 
 // Set in a child copy of this binary: print device_count's answer and exit (see main).
 constexpr const char* kProbeEnvironment = "TM_OPENCL_TEST_PROBE_DEVICE_COUNT";
-
-std::vector<float> widen_f16(const std::vector<uint16_t>& halves) {
-  std::vector<float> values;
-  values.reserve(halves.size());
-  for (uint16_t half : halves) values.push_back(f16_to_f32(half));
-  return values;
-}
 
 // ------------------------------------------------------------------------------------------------
 // ABI: symbols, version negotiation, refusal of another major.
@@ -313,6 +307,7 @@ TEST_P(TileStatsTest, F32MatchesCanonicalOrderBitwise) {
     EXPECT_EQ(report.exactness, TM_EXACT_BITWISE);
     EXPECT_EQ(report.bytes_read, (c.r1 - c.r0) * (c.c1 - c.c0) * 4);
     EXPECT_EQ(report.bytes_written, got.size() * sizeof(TM_TileStats));
+    EXPECT_EQ(report.output_nbytes[0], got.size() * sizeof(TM_TileStats));
   }
 }
 
@@ -457,6 +452,7 @@ TEST_F(DecodeTest, Q8_0MatchesReferenceBitwiseIncludingSpecialScales) {
   EXPECT_EQ(report.exactness, TM_EXACT_BITWISE);
   EXPECT_EQ(report.bytes_read, 333u * 34);
   EXPECT_EQ(report.bytes_written, 333u * 32 * 4);
+  EXPECT_EQ(report.output_nbytes[0], 333u * 32 * 4);
 }
 
 TEST_F(DecodeTest, Q8_0FromAnUnalignedDeviceBuffer) {
@@ -559,7 +555,8 @@ TEST_F(ExactnessTest, PolicyIsReadOnlyUpToItsStructSize) {
 
 class ValidationTest : public PluginTest {
  protected:
-  // Runs `mutate` on a valid 16x16 F32 tile_stats call and returns execute's and estimate's codes.
+  // Runs `mutate` on a valid 16x16 F32 tile_stats call and returns execute's and estimate's codes;
+  // their messages and the kit's own verdict on the instance are kept for the caller.
   template <typename Mutate>
   std::pair<TM_StatusCode, TM_StatusCode> tile_stats_with(Mutate mutate) {
     TM_Backend* b = backend();
@@ -568,16 +565,23 @@ class ValidationTest : public PluginTest {
     mutate(call);
     TM_OpInstance* instance = call.instance();
     mutate_instance_(*instance);
-    const TM_StatusCode executed = take_error(api_, api_->execute(b, instance, nullptr, nullptr)).code;
+    const CallResult executed = take_error(api_, api_->execute(b, instance, nullptr, nullptr));
     TM_CostEstimate estimate{};
     estimate.struct_size = sizeof estimate;
-    const TM_StatusCode estimated = take_error(api_, api_->estimate(b, instance, &estimate)).code;
+    const CallResult estimated = take_error(api_, api_->estimate(b, instance, &estimate));
+    TM_KitTileStats parsed;
+    kit_ = tm_kit_ok();
+    tm_kit_parse_tile_stats(instance, &parsed, &kit_);
+    executed_message_ = executed.message;
+    estimated_message_ = estimated.message;
     mutate_instance_ = [](TM_OpInstance&) {};
-    return {executed, estimated};
+    return {executed.code, estimated.code};
   }
 
   std::vector<float> values_ = std::vector<float>(256, 0.5f);
   std::function<void(TM_OpInstance&)> mutate_instance_ = [](TM_OpInstance&) {};
+  std::string executed_message_, estimated_message_;  ///< of the last tile_stats_with
+  TM_KitStatus kit_ = tm_kit_ok();                    ///< the kit's verdict on the last instance
 };
 
 TEST_F(ValidationTest, ValidCallSucceeds) {
@@ -608,11 +612,36 @@ TEST_F(ValidationTest, BadTileStatsArgumentsAreInvalid) {
       {"no output", [](OpCall& c) { c.outputs.clear(); }},
       {"input struct_size too small", [](OpCall& c) { c.inputs[0].struct_size = 4; }},
       {"null attribute name", [](OpCall& c) { c.attributes[0].name = nullptr; }},
+      {"rank-3 input", [](OpCall& c) { c.inputs[0].rank = 3; c.inputs[0].shape[2] = 1; }},
+      {"output dtype F32", [](OpCall& c) { c.outputs[0].dtype = TM_DTYPE_F32; c.outputs[0].shape[0] /= 4; }},
   };
   for (const auto& [what, mutation] : cases) {
     const auto [executed, estimated] = tile_stats_with(mutation);
     EXPECT_EQ(executed, TM_STATUS_INVALID_ARGUMENT) << what;
     EXPECT_EQ(estimated, TM_STATUS_INVALID_ARGUMENT) << what;
+    // The plugin validates with the kit: the message is the kit's, word for word.
+    EXPECT_EQ(kit_.code, TM_STATUS_INVALID_ARGUMENT) << what;
+    EXPECT_EQ(executed_message_, kit_.message) << what;
+    EXPECT_EQ(estimated_message_, kit_.message) << what;
+  }
+}
+
+TEST_F(ValidationTest, KitMessagesNameTheProblem) {
+  const std::pair<std::function<void(OpCall&)>, const char*> cases[] = {
+      {[](OpCall& c) { c.attributes[4].i = 12; }, "tm.tile_stats@1: tile 12 is not a power of two in [8, 4096]"},
+      {[](OpCall& c) { c.attributes[4].i = 4; }, "tm.tile_stats@1: attribute 'tile' is out of range [8, 4096]"},
+      {[](OpCall& c) { c.attributes.push_back(int_attribute("stride", 2)); }, "tm.tile_stats@1: unknown attribute 'stride'"},
+      {[](OpCall& c) { c.attributes.push_back(int_attribute("tile", 8)); }, "tm.tile_stats@1: attribute 'tile' given twice"},
+      {[](OpCall& c) { c.attributes.pop_back(); }, "tm.tile_stats@1: missing attribute 'tile'"},
+      {[](OpCall& c) { c.inputs[0].nbytes -= 4; }, "tm.tile_stats@1: input takes 1024 bytes, but nbytes is 1020"},
+      {[](OpCall& c) { c.attributes[1].i = 17; },
+       "tm.tile_stats@1: the view [0, 17) x [0, 16) is not inside the 16 x 16 matrix"},
+      {[](OpCall& c) { c.inputs.push_back(c.inputs[0]); }, "tm.tile_stats@1: takes 1 input and 1 output, got 2 and 1"},
+  };
+  for (const auto& [mutation, message] : cases) {
+    const auto [executed, estimated] = tile_stats_with(mutation);
+    EXPECT_EQ(executed, TM_STATUS_INVALID_ARGUMENT) << message;
+    EXPECT_EQ(executed_message_, message);
   }
 }
 
@@ -639,7 +668,11 @@ TEST_F(ValidationTest, BadInstancesAreInvalid) {
 TEST_F(ValidationTest, UnsupportedButWellFormedCallsAreUnimplemented) {
   const std::pair<const char*, std::function<void(OpCall&)>> cases[] = {
       {"BF16 input", [](OpCall& c) { c.inputs[0].dtype = TM_DTYPE_BF16; c.inputs[0].nbytes /= 2; }},
-      {"rank-3 input", [](OpCall& c) { c.inputs[0].rank = 3; c.inputs[0].shape[2] = 1; }},
+      {"Q8_0 input", [](OpCall& c) {
+         c.inputs[0].dtype = TM_DTYPE_Q8_0;
+         c.inputs[0].shape[1] = 32;
+         c.inputs[0].nbytes = 16 * 34;
+       }},
       {"histogram", [](OpCall& c) { c.op = TM_OP_HISTOGRAM; }},
       {"unknown operation", [](OpCall& c) { c.op = "tm.unknown@7"; }},
   };
@@ -679,7 +712,11 @@ TEST_F(ValidationTest, BufferInputsAreChecked) {
   call.inputs[0].buffer = nullptr;
   call.inputs[0].host_data = values_.data();
   call.outputs[0].buffer = big.get();
-  EXPECT_EQ(execute(b, call).code, TM_STATUS_UNIMPLEMENTED) << "outputs into device buffers";
+  EXPECT_EQ(execute(b, call).code, TM_STATUS_INVALID_ARGUMENT) << "both host_out and a buffer";
+  call.outputs[0].host_out = nullptr;
+  const CallResult into_buffer = execute(b, call);
+  EXPECT_EQ(into_buffer.code, TM_STATUS_UNIMPLEMENTED) << "outputs into device buffers";
+  EXPECT_NE(into_buffer.message.find("device buffer is not implemented"), std::string::npos) << into_buffer.message;
 }
 
 TEST_F(ValidationTest, BadDecodeArgumentsAreInvalid) {
@@ -698,8 +735,38 @@ TEST_F(ValidationTest, BadDecodeArgumentsAreInvalid) {
     std::vector<float> out;
     OpCall call = decode_q8_0_call(blocks.data(), 2, out);
     mutation(call);
-    EXPECT_EQ(execute(b, call).code, TM_STATUS_INVALID_ARGUMENT) << what;
+    const CallResult result = execute(b, call);
+    EXPECT_EQ(result.code, TM_STATUS_INVALID_ARGUMENT) << what;
+    TM_KitDecode parsed;
+    TM_KitStatus kit = tm_kit_ok();
+    EXPECT_EQ(tm_kit_parse_decode(call.instance(), &parsed, &kit), 0) << what;
+    EXPECT_EQ(result.message, kit.message) << what;
   }
+  std::vector<float> out;
+  OpCall call = decode_q8_0_call(blocks.data(), 2, out);
+  call.outputs[0].dtype = TM_DTYPE_F16;
+  call.outputs[0].nbytes /= 2;
+  EXPECT_EQ(execute(b, call).message, "tm.decode@1: output dtype is not F32");
+}
+
+TEST_F(ValidationTest, WellFormedDecodesOfOtherDtypesAreUnimplemented) {
+  TM_Backend* b = backend();
+  ASSERT_NE(b, nullptr);
+  const std::vector<float> values(64, 1.0f);
+  std::vector<float> out(64);
+  OpCall call;
+  call.op = TM_OP_DECODE;
+  TM_TensorArg input = tensor_arg(TM_DTYPE_F32, {64});
+  input.host_data = values.data();
+  input.nbytes = 256;
+  call.inputs.push_back(input);
+  TM_TensorArg output = tensor_arg(TM_DTYPE_F32, {64});
+  output.host_out = out.data();
+  output.nbytes = 256;
+  call.outputs.push_back(output);
+  const CallResult result = execute(b, call);
+  EXPECT_EQ(result.code, TM_STATUS_UNIMPLEMENTED);
+  EXPECT_NE(result.message.find("decode for Q8_0 only"), std::string::npos) << result.message;
 }
 
 // ------------------------------------------------------------------------------------------------

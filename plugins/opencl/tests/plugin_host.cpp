@@ -63,6 +63,14 @@ TM_Attribute int_attribute(const char* name, int64_t value) {
   return attribute;
 }
 
+TM_Attribute float_attribute(const char* name, double value) {
+  TM_Attribute attribute{};
+  attribute.struct_size = sizeof attribute;
+  attribute.name = name;
+  attribute.f = value;
+  return attribute;
+}
+
 TM_OpInstance* OpCall::instance() {
   raw = TM_OpInstance{};
   raw.struct_size = sizeof raw;
@@ -112,6 +120,48 @@ OpCall decode_q8_0_call(const void* data, uint64_t blocks, std::vector<float>& o
   output.nbytes = blocks * 32 * sizeof(float);
   call.outputs.push_back(output);
   return call;
+}
+
+namespace {
+
+// The call around `input` with `params`' nine attributes and a 256 x 256 RGBA output.
+OpCall render_call(const TM_TensorArg& input, const RenderParams& params, std::vector<uint8_t>& out) {
+  OpCall call;
+  call.op = TM_OP_RENDER_TILE;
+  call.inputs.push_back(input);
+  out.assign(uint64_t{TM_RENDER_TILE_PIXELS} * TM_RENDER_TILE_PIXELS * 4, 0xa5);
+  TM_TensorArg output = tensor_arg(TM_DTYPE_U8, {TM_RENDER_TILE_PIXELS, TM_RENDER_TILE_PIXELS, 4});
+  output.host_out = out.data();
+  output.nbytes = out.size();
+  call.outputs.push_back(output);
+  call.attributes = {int_attribute(TM_ATTR_SOURCE, params.source),
+                     int_attribute(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(params.row_begin)),
+                     int_attribute(TM_ATTR_COL_BEGIN, static_cast<int64_t>(params.col_begin)),
+                     int_attribute(TM_ATTR_CELL, static_cast<int64_t>(params.cell)),
+                     int_attribute(TM_ATTR_MAGNIFY, static_cast<int64_t>(params.magnify)),
+                     int_attribute(TM_ATTR_STAT, params.stat),
+                     int_attribute(TM_ATTR_COLORMAP, params.colormap),
+                     float_attribute(TM_ATTR_LO, params.lo),
+                     float_attribute(TM_ATTR_HI, params.hi)};
+  return call;
+}
+
+}  // namespace
+
+OpCall render_values_call(TM_DType dtype, uint64_t rows, uint64_t cols, const void* data, uint64_t nbytes,
+                          const RenderParams& params, std::vector<uint8_t>& out) {
+  TM_TensorArg input = tensor_arg(dtype, {rows, cols});
+  input.host_data = data;
+  input.nbytes = nbytes;
+  return render_call(input, params, out);
+}
+
+OpCall render_stats_call(const TM_TileStats* grid, uint64_t rows, uint64_t cols, const RenderParams& params,
+                         std::vector<uint8_t>& out) {
+  TM_TensorArg input = tensor_arg(TM_DTYPE_U8, {rows, cols, sizeof(TM_TileStats)});
+  input.host_data = grid;
+  input.nbytes = rows * cols * sizeof(TM_TileStats);
+  return render_call(input, params, out);
 }
 
 }  // namespace tm_opencl_test

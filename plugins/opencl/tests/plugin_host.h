@@ -76,6 +76,8 @@ TM_TensorArg tensor_arg(TM_DType dtype, std::vector<uint64_t> shape);
 
 /// An integer attribute.
 TM_Attribute int_attribute(const char* name, int64_t value);
+/// A floating-point attribute.
+TM_Attribute float_attribute(const char* name, double value);
 
 /// One operation call under construction; `instance()` wires the pointers.
 struct OpCall {
@@ -97,5 +99,26 @@ OpCall tile_stats_call(TM_DType dtype, uint64_t rows, uint64_t cols, const void*
 
 /// A decode call of `blocks` Q8_0 blocks at `data`, writing to `out` (resized).
 OpCall decode_q8_0_call(const void* data, uint64_t blocks, std::vector<float>& out);
+
+/// The attributes of a tm.render_tile@1 instance.
+struct RenderParams {
+  int64_t source = TM_RENDER_SOURCE_VALUES;  ///< TM_RENDER_SOURCE_*
+  uint64_t row_begin = 0;                    ///< first element row (values) or grid row (statistics)
+  uint64_t col_begin = 0;                    ///< first element column or grid column
+  uint64_t cell = 8;                         ///< elements per pixel side (1 for statistics)
+  uint64_t magnify = 1;                      ///< pixels per element side
+  int64_t stat = TM_PIXEL_STAT_MEAN;         ///< TM_PIXEL_STAT_*
+  int64_t colormap = TM_COLORMAP_DIVERGING;  ///< TM_COLORMAP_*
+  double lo = -0.05, hi = 0.05;              ///< the colour range
+};
+
+/// A render of `dtype` values, a rows x cols matrix of `nbytes` at `data`, into `out` (resized to
+/// 256 x 256 RGBA).
+OpCall render_values_call(TM_DType dtype, uint64_t rows, uint64_t cols, const void* data, uint64_t nbytes,
+                          const RenderParams& params, std::vector<uint8_t>& out);
+
+/// A render of a row-major rows x cols grid of tile statistics at `grid` into `out` (resized).
+OpCall render_stats_call(const TM_TileStats* grid, uint64_t rows, uint64_t cols, const RenderParams& params,
+                         std::vector<uint8_t>& out);
 
 }  // namespace tm_opencl_test

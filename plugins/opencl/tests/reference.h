@@ -1,8 +1,10 @@
 // Scalar reference implementations the plugin is compared against, written straight from
-// docs/COMPUTE.md (tile statistics, canonical order) and ggml's Q8_0 definition, deliberately in
-// the plainest form: explicit slot arrays and the literal halving loop.
+// docs/COMPUTE.md (tile statistics, canonical order), ggml's Q8_0 definition and tm.render_tile@1's
+// definition, deliberately in the plainest form: explicit slot arrays, the literal halving loop,
+// one block per pixel. Render colours are the kit's tm_kit_pixel_colour, the CPU reference's own.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -10,7 +12,9 @@
 #include <limits>
 #include <vector>
 
+#include "plugin_host.h"
 #include "tensormorph/c/plugin.h"
+#include "tensormorph/c/plugin_kit.h"
 
 namespace tm_opencl_test {
 
@@ -26,6 +30,14 @@ inline float f16_to_f32(uint16_t half) {
   const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -24)
                                         : std::ldexp(static_cast<float>(1024 + mantissa), exponent - 25);
   return negative ? -magnitude : magnitude;
+}
+
+/// Every half of `halves` as a float.
+inline std::vector<float> widen_f16(const std::vector<uint16_t>& halves) {
+  std::vector<float> values;
+  values.reserve(halves.size());
+  for (uint16_t half : halves) values.push_back(f16_to_f32(half));
+  return values;
 }
 
 /// docs/COMPUTE.md's halving_sum, literally.
@@ -100,6 +112,47 @@ inline std::vector<float> reference_decode_q8_0(const std::vector<uint8_t>& bloc
     for (size_t j = 0; j < 32; ++j) out.push_back(static_cast<float>(static_cast<int8_t>(blocks[b + 2 + j])) * d);
   }
   return out;
+}
+
+/// Bytes of a 256 x 256 RGBA tile.
+constexpr size_t kRenderTileBytes = size_t{TM_RENDER_TILE_PIXELS} * TM_RENDER_TILE_PIXELS * 4;
+
+/// tm.render_tile@1 from the decoded values of a rows x cols matrix with magnify 1: pixel (y, x)
+/// shows the statistics, as tm.tile_stats@1 with T = cell, of the block of rows
+/// [row_begin + y * cell, +cell) and columns [col_begin + x * cell, +cell) clipped to the matrix;
+/// a block with no element is transparent.
+inline std::vector<uint8_t> reference_render_values(const std::vector<float>& values, uint64_t rows, uint64_t cols,
+                                                    const RenderParams& p) {
+  std::vector<uint8_t> rgba(kRenderTileBytes, 0);
+  for (uint64_t y = 0; y < TM_RENDER_TILE_PIXELS; ++y) {
+    const uint64_t r0 = p.row_begin + y * p.cell;
+    if (r0 >= rows) continue;
+    for (uint64_t x = 0; x < TM_RENDER_TILE_PIXELS; ++x) {
+      const uint64_t c0 = p.col_begin + x * p.cell;
+      if (c0 >= cols) continue;
+      const TM_TileStats block =
+          reference_tile_stats(values, cols, r0, std::min(rows, r0 + p.cell), c0, std::min(cols, c0 + p.cell), p.cell)[0];
+      tm_kit_pixel_colour(&block, p.stat, p.colormap, p.lo, p.hi, &rgba[(y * TM_RENDER_TILE_PIXELS + x) * 4]);
+    }
+  }
+  return rgba;
+}
+
+/// tm.render_tile@1 from a row-major rows x cols grid of statistics: pixel (y, x) shows cell
+/// (row_begin + y / magnify, col_begin + x / magnify); pixels outside the grid are transparent.
+inline std::vector<uint8_t> reference_render_stats(const std::vector<TM_TileStats>& grid, uint64_t rows, uint64_t cols,
+                                                   const RenderParams& p) {
+  std::vector<uint8_t> rgba(kRenderTileBytes, 0);
+  for (uint64_t y = 0; y < TM_RENDER_TILE_PIXELS; ++y) {
+    const uint64_t gy = p.row_begin + y / p.magnify;
+    for (uint64_t x = 0; x < TM_RENDER_TILE_PIXELS; ++x) {
+      const uint64_t gx = p.col_begin + x / p.magnify;
+      if (gy >= rows || gx >= cols) continue;
+      tm_kit_pixel_colour(&grid[gy * cols + gx], p.stat, p.colormap, p.lo, p.hi,
+                          &rgba[(y * TM_RENDER_TILE_PIXELS + x) * 4]);
+    }
+  }
+  return rgba;
 }
 
 }  // namespace tm_opencl_test

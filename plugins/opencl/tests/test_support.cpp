@@ -1,8 +1,11 @@
 #include "test_support.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 
 namespace tm_opencl_test {
@@ -164,6 +167,90 @@ std::vector<uint8_t> random_q8_0(size_t blocks, uint64_t seed) {
     data[b * 34 + 4] = 0x7f;   // q = 127
   }
   return data;
+}
+
+std::vector<float> weights_f32(size_t count, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(count);
+  for (float& value : values) {
+    const uint64_t kind = rng() % 1000;
+    if (kind == 0) value = std::numeric_limits<float>::quiet_NaN();
+    else if (kind == 1) value = std::numeric_limits<float>::infinity();
+    else if (kind == 2) value = -std::numeric_limits<float>::infinity();
+    else if (kind < 20) value = (kind & 1) != 0 ? -0.0f : 0.0f;
+    else value = normal(rng);
+  }
+  return values;
+}
+
+std::vector<uint16_t> weights_f16(size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint16_t> values(count);
+  for (uint16_t& value : values) {
+    const uint64_t kind = rng() % 1000;
+    const auto sign = static_cast<uint16_t>((rng() & 1) != 0 ? 0x8000u : 0u);
+    if (kind == 0) value = 0x7e00;  // NaN
+    else if (kind == 1) value = 0x7c00;
+    else if (kind == 2) value = 0xfc00;
+    else if (kind < 20) value = sign;
+    else value = static_cast<uint16_t>(sign | ((5 + rng() % 11) << 10) | (rng() & 0x3ffu));
+  }
+  return values;
+}
+
+std::vector<TM_TileStats> random_stats_grid(uint64_t rows, uint64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mean_of(-0.08, 0.08);
+  std::uniform_real_distribution<double> spread_of(0.0, 0.06);
+  std::vector<TM_TileStats> grid(rows * cols);
+  for (TM_TileStats& s : grid) {
+    s = TM_TileStats{};
+    const uint64_t kind = rng() % 100;
+    if (kind < 4) {
+      s.min = std::numeric_limits<float>::infinity();
+      s.max = -std::numeric_limits<float>::infinity();
+      continue;  // an empty tile
+    }
+    s.count = 64;
+    if (kind == 4) s.nan = 1 + rng() % 3;
+    if (kind == 5) s.pos_inf = 1;
+    if (kind == 6) s.neg_inf = 2;
+    s.zeros = rng() % 4;
+    const double mean = mean_of(rng);
+    const double spread = spread_of(rng);
+    s.sum = mean * 64.0;
+    s.sum_sq = (mean * mean + spread * spread) * 64.0;
+    s.min = static_cast<float>(mean - 2.0 * spread);
+    s.max = static_cast<float>(mean + 2.0 * spread);
+    s.absmax = std::max(std::fabs(s.min), std::fabs(s.max));
+  }
+  return grid;
+}
+
+std::vector<TM_TileStats> random_bytes_grid(uint64_t rows, uint64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> words(rows * cols * sizeof(TM_TileStats) / sizeof(uint64_t));
+  for (uint64_t& word : words) word = rng();
+  std::vector<TM_TileStats> grid(rows * cols);
+  if (!grid.empty()) std::memcpy(grid.data(), words.data(), grid.size() * sizeof(TM_TileStats));
+  return grid;
+}
+
+::testing::AssertionResult pixels_equal(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << got.size() << " bytes, expected " << want.size();
+  }
+  for (size_t i = 0; i < got.size(); i += 4) {
+    if (std::memcmp(&got[i], &want[i], 4) != 0) {
+      const size_t pixel = i / 4;
+      return ::testing::AssertionFailure()
+             << "pixel (" << pixel / TM_RENDER_TILE_PIXELS << ", " << pixel % TM_RENDER_TILE_PIXELS << "): got rgba("
+             << +got[i] << ", " << +got[i + 1] << ", " << +got[i + 2] << ", " << +got[i + 3] << "), want rgba("
+             << +want[i] << ", " << +want[i + 1] << ", " << +want[i + 2] << ", " << +want[i + 3] << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult tiles_bitwise_equal(const std::vector<TM_TileStats>& got,

@@ -64,6 +64,20 @@ std::vector<uint16_t> random_f16(size_t count, uint64_t seed);
 /// Random Q8_0 blocks; the first blocks use special scales (zeros, subnormals, max, Inf, NaNs).
 std::vector<uint8_t> random_q8_0(size_t blocks, uint64_t seed);
 
+/// Weight-like float32 values (normal around 0, spread `scale`) with a sprinkling of zeros, NaN and
+/// +-Inf, so that renders over lo/hi of about +-scale use the whole colour range.
+std::vector<float> weights_f32(size_t count, uint64_t seed, float scale = 0.03f);
+/// Weight-like halves: magnitudes 2^-10..2 of either sign, some zeros, NaN and +-Inf.
+std::vector<uint16_t> weights_f16(size_t count, uint64_t seed);
+/// A grid of plausible tile statistics (64-element tiles, means and spreads near +-0.05, some
+/// empty tiles and tiles with NaN or infinities).
+std::vector<TM_TileStats> random_stats_grid(uint64_t rows, uint64_t cols, uint64_t seed);
+/// A grid of tile statistics made of random bytes (any count, any double and float bit pattern).
+std::vector<TM_TileStats> random_bytes_grid(uint64_t rows, uint64_t cols, uint64_t seed);
+
+/// Success when two RGBA tiles are byte-for-byte equal; otherwise names the first differing pixel.
+::testing::AssertionResult pixels_equal(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want);
+
 /// Success when `got` and `want` are bit-for-bit equal; otherwise names the first differing tile.
 ::testing::AssertionResult tiles_bitwise_equal(const std::vector<TM_TileStats>& got,
                                                const std::vector<TM_TileStats>& want);

@@ -144,8 +144,17 @@ OpDefinition tile_stats_definition() {
     ViewRange range;
     uint32_t tile;
   };
-  for (const View& v : {View{{0, kRows, 0, kCols}, 8}, View{{0, kRows, 0, kCols}, 64}, View{{0, kRows, 0, kCols}, 256},
-                        View{{3, 290, 5, 501}, 32}, View{{0, 270, 0, kCols}, 256}, View{{0, kRows, 256, kCols}, 512}}) {
+  // Every tile size; views with ragged edges, unaligned starts, a single row, an empty column range;
+  // a last tile row of 14 rows; Q4_K's integer sums over two super-blocks per row, from the
+  // second one, and with a ragged edge.
+  const View views[] = {
+      {{0, kRows, 0, kCols}, 8},    {{0, kRows, 0, kCols}, 16},    {{0, kRows, 0, kCols}, 32},
+      {{0, kRows, 0, kCols}, 64},   {{0, kRows, 0, kCols}, 128},   {{0, kRows, 0, kCols}, 256},
+      {{0, kRows, 0, kCols}, 4096}, {{3, 290, 4, 500}, 64},        {{3, 290, 5, 501}, 32},
+      {{17, 18, 256, 512}, 8},      {{0, kRows, 100, 100}, 16},    {{0, 270, 0, kCols}, 256},
+      {{0, kRows, 0, kCols}, 512},  {{0, kRows, 256, kCols}, 256}, {{0, kRows, 0, 500}, 256},
+  };
+  for (const View& v : views) {
     const uint64_t tiles = tile_grid(v.range, v.tile).count();
     d.cases.push_back({"view [" + std::to_string(v.range.row_begin) + ", " + std::to_string(v.range.row_end) +
                            ") x [" + std::to_string(v.range.col_begin) + ", " + std::to_string(v.range.col_end) +
@@ -272,7 +281,7 @@ OpDefinition render_definition() {
   d.summary = "A 256 x 256 RGBA heatmap tile of a 2-D view, from values or from tile statistics";
   std::vector<DType> dtypes = decodable_dtypes();
   d.inputs = {{"input", dtypes, "any decodable (values) | U8 (statistics)", 2, 3,
-               "the matrix [rows, cols] (source 0) or a grid of TM_TileStats as U8[grid_rows, grid_cols, 64] (source 1)"}};
+               "the matrix [rows, cols] (source 0) or a grid of TM_TileStats as U8[grid_rows, grid_cols, 72] (source 1)"}};
   d.attributes = render_attributes();
   d.outputs = {{"rgba", DType::kU8, "U8[256, 256, 4]", OutputSize::kDetermined,
                 "row-major RGBA pixels; outside the matrix transparent"}};

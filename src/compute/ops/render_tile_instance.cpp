@@ -114,7 +114,7 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op) {
   if (p.source == RenderSource::kValues) {
     if (in.rank != 2) return invalid("a values input has rank 2");
   } else if (in.rank != 3 || args.input.dtype != DType::kU8 || in.shape[2] != sizeof(TM_TileStats)) {
-    return invalid("a statistics input is U8[grid_rows, grid_cols, 64]");
+    return invalid("a statistics input is U8[grid_rows, grid_cols, 72]");
   }
   args.rows = in.shape[0];
   args.cols = in.shape[1];
