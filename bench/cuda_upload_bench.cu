@@ -2,16 +2,19 @@
 //   1. the link's ceiling: cudaMemcpyAsync from pinned memory, timed with events, per size; and
 //      one pageable cudaMemcpy (what the runtime does alone);
 //   2. buffer_write through the module's ABI (libtm_cuda.so, loaded with dlopen) from ordinary,
-//      touched memory, per size, as a ratio to (1) against the 0.80 target; the bytes are read
-//      back and compared, and a write at an odd offset from an odd address is checked too;
+//      touched memory, per size, as a ratio to (1) against the 0.80 target, back to back and after
+//      the module's threads went idle; the bytes are read back and compared, and a write at an
+//      odd offset from an odd address is checked too; then more sizes, without a verdict;
 //   3. the same from a fresh mapping of a file in the page cache (first touch inside the upload);
 //   4. what limits the staging fill: host copies from ordinary into pinned memory on 1..N threads;
-//      cudaHostRegister of the source instead of staging; buffer_write under other settings;
+//      how long a sleeping thread takes to wake; cudaHostRegister of the source instead of
+//      staging; buffer_write under other settings;
 //   5. backend_create: in a fresh process with an empty calibration folder and again with the
 //      calibration it left, and in this process with calibration=measure and =remember.
 // Without a CUDA device (or without a usable one) it says so and exits 0.
 //
-// Usage: cuda_upload_bench [--module PATH] [--sizes-mib 64,256,1024] [--reps R] [--threads 1,2,4,8]
+// Usage: cuda_upload_bench [--module PATH] [--sizes-mib 64,256,1024] [--more-sizes-mib 16,32,128,512]
+//                          [--reps R] [--threads 1,2,4,8,12]
 //                          [--sweep "opts|opts|..."]   (--threads: host copy test; --sweep: option sets)
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -23,12 +26,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -178,13 +183,28 @@ double wall_gbps(uint64_t bytes, int reps, Body&& body) {
   return median(gbps);
 }
 
-/// buffer_write of `src` into a fresh buffer, median GB/s; checked byte for byte once.
-double abi_write_gbps(const Module& m, TM_Backend* b, const std::vector<uint8_t>& src, int reps, bool* correct) {
+/// Idle time before each "after idle" upload: far longer than the module's threads poll.
+constexpr auto kIdle = std::chrono::milliseconds(20);
+
+/// buffer_write of `src` into a fresh buffer, median GB/s back to back (and, when `idle_gbps` is
+/// set, after kIdle of nothing each); checked byte for byte once when `correct` is set.
+double abi_write_gbps(const Module& m, TM_Backend* b, const std::vector<uint8_t>& src, int reps, bool* correct,
+                      double* idle_gbps = nullptr) {
   TM_Buffer* buffer = nullptr;
   require_ok(m.take(m.api->buffer_alloc(b, 1, src.size(), &buffer)), "buffer_alloc");
   const double gbps = wall_gbps(src.size(), reps, [&] {
     require_ok(m.take(m.api->buffer_write(b, buffer, 0, src.data(), src.size())), "buffer_write");
   });
+  if (idle_gbps) {
+    std::vector<double> rates;
+    for (int i = 0; i < reps; ++i) {
+      std::this_thread::sleep_for(kIdle);
+      const auto t0 = Clock::now();
+      require_ok(m.take(m.api->buffer_write(b, buffer, 0, src.data(), src.size())), "buffer_write");
+      rates.push_back(static_cast<double>(src.size()) / (seconds_since(t0) * 1e9));
+    }
+    *idle_gbps = median(rates);
+  }
   if (correct) {
     std::vector<uint8_t> back(src.size());
     require_ok(m.take(m.api->buffer_read(b, buffer, 0, back.data(), back.size())), "buffer_read");
@@ -249,6 +269,47 @@ double host_copy_gbps(const std::vector<uint8_t>& src, void* pinned, unsigned th
     }
     for (auto& th : pool) th.join();
   });
+}
+
+/// Microseconds from notify_all until each of `threads` sleeping threads runs, after `idle` of
+/// sleep; median and largest over `trials`.
+std::pair<double, double> wake_us(unsigned threads, std::chrono::milliseconds idle, int trials) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t generation = 0;
+  bool stop = false;
+  Clock::time_point sent;
+  std::vector<double> delays;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      uint64_t seen = 0;
+      std::unique_lock lock(mutex);
+      for (;;) {
+        cv.wait(lock, [&] { return stop || generation != seen; });
+        if (stop) return;
+        seen = generation;
+        delays.push_back(std::chrono::duration<double, std::micro>(Clock::now() - sent).count());
+      }
+    });
+  }
+  for (int i = 0; i < trials; ++i) {
+    std::this_thread::sleep_for(idle);
+    {
+      std::lock_guard lock(mutex);
+      sent = Clock::now();
+      ++generation;
+    }
+    cv.notify_all();
+  }
+  std::this_thread::sleep_for(idle);
+  {
+    std::lock_guard lock(mutex);
+    stop = true;
+  }
+  cv.notify_all();
+  for (auto& t : pool) t.join();
+  return {median(delays), delays.empty() ? 0.0 : *std::max_element(delays.begin(), delays.end())};
 }
 
 /// The child: load the module, create and destroy one backend; prints seconds of each step.
@@ -322,19 +383,22 @@ int main(int argc, char** argv) {
   for (const auto& s : split(arg_value(argc, argv, "--sizes-mib", "64,256,1024"), ',')) {
     sizes.push_back(std::strtoull(s.c_str(), nullptr, 10) * kMiB);
   }
+  std::vector<uint64_t> more_sizes;
+  for (const auto& s : split(arg_value(argc, argv, "--more-sizes-mib", "16,32,128,512"), ',')) {
+    more_sizes.push_back(std::strtoull(s.c_str(), nullptr, 10) * kMiB);
+  }
   std::vector<unsigned> thread_counts;
   for (const auto& s : split(arg_value(argc, argv, "--threads", "1,2,4,8,12"), ',')) {
     thread_counts.push_back(static_cast<unsigned>(std::max(1, std::atoi(s.c_str()))));
   }
   const std::vector<std::string> sweep = split(
       arg_value(argc, argv, "--sweep",
-                "copy_threads=1|copy_threads=2|copy_threads=4|copy_threads=6|copy_threads=8|copy_threads=12|"
-                "fill=stream;copy_threads=2|fill=stream;copy_threads=4|fill=stream;copy_threads=8|"
-                "fill=stream;copy_threads=12|staging_mib=4;staging_slots=16|staging_mib=8;staging_slots=8|"
-                "staging_mib=32;staging_slots=4|staging_mib=64;staging_slots=2|"
-                "fill=stream;staging_mib=8;staging_slots=8"),
+                "spin_us=0|spin_us=50|spin_us=1000|staging_mib=4;staging_slots=16|staging_mib=16;staging_slots=4|"
+                "staging_mib=16;staging_slots=8|copy_threads=4|copy_threads=6|copy_threads=12|fill=stream|"
+                "fill=stream;copy_threads=12|spin_us=0;staging_mib=16;staging_slots=4"),
       '|');
-  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  for (const uint64_t b : more_sizes) largest = std::max(largest, b);
 
   int count = 0;
   const cudaError_t census = cudaGetDeviceCount(&count);
@@ -391,8 +455,8 @@ int main(int argc, char** argv) {
   m.api->backend_destroy(create_backend(m, "calibration=measure", &first_s));  // the module's runtime starts here
   m.api->backend_destroy(create_backend(m, "calibration=measure", &measure_s));
   TM_Backend* backend = create_backend(m, "", &remember_s);
-  std::printf("first (runtime start + measure) %.3f s, calibration=measure %.3f s, remembered %.3f s\n", first_s,
-              measure_s, remember_s);
+  std::printf("first (runtime start + measure) %.1f ms, calibration=measure %.1f ms, remembered %.3f ms\n",
+              first_s * 1e3, measure_s * 1e3, remember_s * 1e3);
   TM_DeviceTraits traits{};
   traits.struct_size = sizeof traits;
   require_ok(m.take(m.api->device_traits(backend, &traits)), "device_traits");
@@ -404,8 +468,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> host = pageable_bytes(largest, 1);
 
   std::printf("\n== uploads (median of %d after a warm-up; GB/s = 1e9 bytes/s)\n", reps);
-  std::printf("%9s %12s %14s %16s %8s %8s %8s\n", "MiB", "pinned DMA", "pageable copy", "buffer_write", "ratio",
-              "target", "checked");
+  std::printf("%9s %12s %14s %14s %8s %8s %12s %8s %8s\n", "MiB", "pinned DMA", "pageable copy", "buffer_write",
+              "ratio", "target", "after idle", "ratio", "checked");
   double worst_ratio = 1e9;
   for (const uint64_t bytes : sizes) {
     const double pinned = pinned_h2d_gbps(device, bytes, reps);
@@ -414,11 +478,24 @@ int main(int argc, char** argv) {
     });
     const std::vector<uint8_t> src(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
     bool correct = false;
-    const double written = abi_write_gbps(m, backend, src, reps, &correct);
+    double idle = 0;
+    const double written = abi_write_gbps(m, backend, src, reps, &correct, &idle);
     const double ratio = written / pinned;
     worst_ratio = std::min(worst_ratio, ratio);
-    std::printf("%9llu %12.2f %14.2f %16.2f %8.3f %8s %8s\n", static_cast<unsigned long long>(bytes / kMiB), pinned,
-                pageable, written, ratio, ratio >= kTarget ? "met" : "MISSED", correct ? "yes" : "NO");
+    std::printf("%9llu %12.2f %14.2f %14.2f %8.3f %8s %12.2f %8.3f %8s\n", static_cast<unsigned long long>(bytes / kMiB),
+                pinned, pageable, written, ratio, ratio >= kTarget ? "met" : "MISSED", idle, idle / pinned,
+                correct ? "yes" : "NO");
+    if (!correct) return 1;
+  }
+  std::printf("more sizes (no verdict):\n");
+  for (const uint64_t bytes : more_sizes) {
+    const double pinned = pinned_h2d_gbps(device, bytes, reps);
+    const std::vector<uint8_t> src(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
+    bool correct = false;
+    double idle = 0;
+    const double written = abi_write_gbps(m, backend, src, reps, &correct, &idle);
+    std::printf("%9llu %12.2f %14s %14.2f %8.3f %8s %12.2f %8.3f %8s\n", static_cast<unsigned long long>(bytes / kMiB),
+                pinned, "", written, written / pinned, "", idle, idle / pinned, correct ? "yes" : "NO");
     if (!correct) return 1;
   }
 
@@ -445,6 +522,15 @@ int main(int argc, char** argv) {
                   host_copy_gbps(host, pinned, t, 0, reps), host_copy_gbps(host, pinned, t, kMiB, reps));
     }
     CUDA_OK(cudaFreeHost(pinned));
+  }
+
+  std::printf("\n== waking sleeping threads (condition variable, notify_all; median / largest of 20)\n");
+  for (const unsigned t : {1u, 7u}) {
+    for (const auto idle : {std::chrono::milliseconds(1), std::chrono::milliseconds(20)}) {
+      const auto [med, worst] = wake_us(t, idle, 20);
+      std::printf("%2u threads after %2lld ms asleep: %8.1f us median, %8.1f us largest\n", t,
+                  static_cast<long long>(idle.count()), med, worst);
+    }
   }
 
   std::printf("\n== cudaHostRegister of the source instead of staging (register + copy + unregister)\n");

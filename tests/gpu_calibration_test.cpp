@@ -6,7 +6,6 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cuda/copy_crew.h"
@@ -181,11 +180,18 @@ std::vector<uint8_t> pattern(size_t n) {
   return v;
 }
 
-TEST(CopyCrew, CopiesChunksInOrderWithAnyNumberOfHelpersAndEitherCopy) {
-  for (const auto& [helpers, copy] : {std::pair{0u, gpu::FillCopy::kMemcpy}, std::pair{1u, gpu::FillCopy::kStream},
-                                     std::pair{3u, gpu::FillCopy::kMemcpy}, std::pair{8u, gpu::FillCopy::kStream}}) {
+TEST(CopyCrew, CopiesChunksInOrderWithAnyNumberOfHelpersEitherCopyAndSpinning) {
+  struct Setting {
+    uint32_t helpers;
+    gpu::FillCopy copy;
+    uint64_t spin_ns;
+  };
+  for (const Setting& setting : {Setting{0, gpu::FillCopy::kMemcpy, 0}, Setting{1, gpu::FillCopy::kStream, 0},
+                                 Setting{3, gpu::FillCopy::kMemcpy, 200'000}, Setting{8, gpu::FillCopy::kStream, 0},
+                                 Setting{8, gpu::FillCopy::kMemcpy, 50'000}}) {
+    const uint32_t helpers = setting.helpers;
     SCOPED_TRACE(helpers);
-    gpu::CopyCrew crew(helpers, copy);
+    gpu::CopyCrew crew(helpers, setting.copy, setting.spin_ns);
     EXPECT_EQ(crew.helpers(), helpers);
     const std::vector<uint8_t> src = pattern((size_t{13} << 20) + 12345);
     std::vector<uint8_t> dst(src.size(), 0xee);
@@ -215,7 +221,7 @@ TEST(CopyCrew, CopiesChunksInOrderWithAnyNumberOfHelpersAndEitherCopy) {
 }
 
 TEST(CopyCrew, RefusesMoreThanItsPendingChunksAndResetsCleanly) {
-  gpu::CopyCrew crew(2);
+  gpu::CopyCrew crew(2, gpu::FillCopy::kMemcpy, 100'000);
   const std::vector<uint8_t> src = pattern(size_t{8} << 20);
   std::vector<uint8_t> dst(src.size(), 0);
   const size_t n = src.size() / gpu::CopyCrew::kMaxPending;

@@ -1,6 +1,7 @@
 #include "backends/cuda/copy_crew.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <system_error>
 
@@ -17,6 +18,15 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kMinPiece = uint64_t{128} << 10;
 /// Larger pieces leave threads idle at the end of a chunk.
 constexpr uint64_t kMaxPiece = uint64_t{1} << 20;
+
+/// Tells the core this is a spin loop (gives a hyperthread sibling the pipeline).
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 /// memcpy with stores that bypass the cache where the processor has them (SSE2, in every x86-64).
 void stream_copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
@@ -47,7 +57,7 @@ void stream_copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
 
 }  // namespace
 
-CopyCrew::CopyCrew(uint32_t helpers, FillCopy copy) : copy_(copy) {
+CopyCrew::CopyCrew(uint32_t helpers, FillCopy copy, uint64_t spin_ns) : copy_(copy), spin_ns_(spin_ns) {
   threads_.reserve(helpers);
   for (uint32_t i = 0; i < helpers; ++i) {
     try {
@@ -63,6 +73,7 @@ CopyCrew::~CopyCrew() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    progress_.fetch_add(1, std::memory_order_relaxed);
   }
   work_.notify_all();
   for (auto& t : threads_) t.join();
@@ -80,6 +91,7 @@ Status CopyCrew::post(const uint8_t* src, uint8_t* dst, uint64_t bytes) {
     c = Chunk{src, dst, bytes, std::clamp(share, kMinPiece, kMaxPiece), 0, 0};
     if (bytes == 0 && claim_ == posted_) ++claim_;  // nothing to hand out
     ++posted_;
+    progress_.fetch_add(1, std::memory_order_relaxed);
   }
   work_.notify_all();
   return Status::Ok();
@@ -99,7 +111,27 @@ void CopyCrew::finish(const Piece& piece) {
   --busy_;
   Chunk& c = chunk(piece.chunk);
   c.copied += piece.bytes;
+  if (c.copied == c.bytes) progress_.fetch_add(1, std::memory_order_relaxed);  // per chunk, not per piece
   if (c.copied == c.bytes || busy_ == 0) done_.notify_all();
+}
+
+template <typename Ready>
+bool CopyCrew::spin(std::unique_lock<std::mutex>& lock, Ready&& ready) {
+  if (ready()) return true;
+  if (spin_ns_ == 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+  for (;;) {
+    // Poll the counter alone; take the lock only when something moved.
+    const uint64_t seen = progress_.load(std::memory_order_relaxed);
+    lock.unlock();
+    for (uint32_t i = 1; progress_.load(std::memory_order_relaxed) == seen; ++i) {
+      cpu_relax();
+      if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) break;
+    }
+    lock.lock();
+    if (ready()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+  }
 }
 
 void CopyCrew::copy(const Piece& piece) const {
@@ -113,7 +145,8 @@ void CopyCrew::copy(const Piece& piece) const {
 void CopyCrew::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_.wait(lock, [this] { return stop_ || claimable(); });
+    const auto ready = [this] { return stop_ || claimable(); };
+    if (!spin(lock, ready)) work_.wait(lock, ready);
     if (stop_) return;
     const Piece p = claim();
     lock.unlock();
@@ -138,7 +171,9 @@ Status CopyCrew::wait_oldest() {
       lock.lock();
       finish(p);
     } else {
-      done_.wait(lock);
+      // Every piece is taken (claim_ moved past this chunk and never comes back): wait for them.
+      const auto ready = [&] { return c.copied == c.bytes; };
+      if (!spin(lock, ready)) done_.wait(lock, ready);
     }
   }
   ++waited_;
@@ -150,6 +185,7 @@ void CopyCrew::reset() {
   claim_ = posted_;  // hand out nothing more
   done_.wait(lock, [this] { return busy_ == 0; });
   posted_ = waited_ = claim_ = 0;
+  progress_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace tensormorph::gpu

@@ -5,6 +5,7 @@
 // Plain C++ (no vendor header): the caller does every device call.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -29,8 +30,10 @@ class CopyCrew {
   /// Chunks posted and not yet waited for, at most.
   static constexpr uint32_t kMaxPending = 16;
 
-  /// Starts `helpers` threads (fewer when the system refuses more; the caller copies too).
-  explicit CopyCrew(uint32_t helpers, FillCopy copy = FillCopy::kMemcpy);
+  /// Starts `helpers` threads (fewer when the system refuses more; the caller copies too). A
+  /// thread out of work, and the caller waiting for a chunk, poll for `spin_ns` before sleeping:
+  /// waking a sleeping thread can take longer than copying a piece.
+  explicit CopyCrew(uint32_t helpers, FillCopy copy = FillCopy::kMemcpy, uint64_t spin_ns = 0);
   /// Stops and joins the threads.
   ~CopyCrew();
   CopyCrew(const CopyCrew&) = delete;
@@ -67,6 +70,10 @@ class CopyCrew {
   };
 
   void run();
+  /// Polls (lock held on entry and return, released meanwhile) until `ready` holds or spin_ns
+  /// passed; true when it holds.
+  template <typename Ready>
+  bool spin(std::unique_lock<std::mutex>& lock, Ready&& ready);
   /// Copies one piece (lock not held).
   void copy(const Piece& piece) const;
   /// Hands out the next piece of chunk `claim_` (lock held; one must be claimable).
@@ -87,6 +94,8 @@ class CopyCrew {
   uint32_t copiers_ = 1; // threads that may copy at once (helpers and the caller)
   bool stop_ = false;
   FillCopy copy_ = FillCopy::kMemcpy;
+  uint64_t spin_ns_ = 0;
+  std::atomic<uint64_t> progress_{0};  // advanced by every post, finished chunk, reset and stop
   std::vector<std::thread> threads_;
 };
 

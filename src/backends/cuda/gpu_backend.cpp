@@ -62,6 +62,9 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
                                      " is not auto or generic");
     }
     o.force_generic = value == "generic";
+  } else if (key == "spin_us") {
+    TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, 100'000));
+    o.spin_ns = v * 1000;
   } else if (key == "fill") {
     if (value != "memcpy" && value != "stream") {
       return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option fill=" + value + " is not memcpy or stream");
@@ -76,7 +79,7 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
   } else {
     return Status::InvalidArgument("unknown " TM_GPU_VENDOR " option '" + key +
                                    "' (known: probe_mib, staging_mib, staging_slots, chunk_mib, copy_threads, "
-                                   "fill, tile_stats_path, calibration)");
+                                   "fill, spin_us, tile_stats_path, calibration)");
   }
   return Status::Ok();
 }
@@ -89,8 +92,11 @@ uint32_t default_copy_threads() {
 }
 
 /// The first upload chunk; each next one doubles up to a staging slot, so the copy engine starts
-/// after a small fill instead of a whole slot's.
+/// after a small fill instead of a whole slot's. The last ones halve down to it again: the copy
+/// of the last chunk is the part of an upload that no fill overlaps.
 constexpr uint64_t kFirstChunkBytes = uint64_t{1} << 20;
+/// Chunk sizes are whole multiples of this (pieces of a slot stay page-aligned).
+constexpr uint64_t kChunkRounding = uint64_t{64} << 10;
 
 /// Lowercase hex of `bytes`, or "" when they are all zero (no identity reported).
 std::string hex_or_empty(const unsigned char* bytes, size_t n) {
@@ -299,7 +305,8 @@ Status GpuBackend::open(int ordinal) {
                        ";staging_mib=" + std::to_string(options_.staging_bytes / kMiB) +
                        ";staging_slots=" + std::to_string(options_.staging_slots) +
                        ";copy_threads=" + std::to_string(options_.copy_threads) +
-                       ";fill=" + (options_.fill == FillCopy::kStream ? "stream" : "memcpy");
+                       ";fill=" + (options_.fill == FillCopy::kStream ? "stream" : "memcpy") +
+                       ";spin_us=" + std::to_string(options_.spin_ns / 1000);
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "creating a stream"));
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "creating a stream"));
   for (auto& e : events_) TM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&e, cudaEventDefault), "creating an event"));
@@ -494,7 +501,7 @@ Status GpuBackend::ensure_staging() {
     }
   }
   // The caller copies too: copy_threads counts it.
-  crew_ = std::make_unique<CopyCrew>(options_.copy_threads - 1, options_.fill);
+  crew_ = std::make_unique<CopyCrew>(options_.copy_threads - 1, options_.fill, options_.spin_ns);
   return Status::Ok();
 }
 
@@ -515,8 +522,11 @@ Status GpuBackend::enqueue_staged(uint8_t* dst, const void* src, uint64_t bytes)
   // Chunk `posted` goes to slot posted % slots once that slot's previous copy has finished.
   auto post_next = [&]() -> Status {
     const uint32_t slot = static_cast<uint32_t>(posted % slots);
-    const uint64_t ramp = posted < 40 ? kFirstChunkBytes << posted : options_.staging_bytes;
-    const uint64_t n = std::min({options_.staging_bytes, ramp, bytes - next});
+    const uint64_t remaining = bytes - next;
+    const uint64_t ramp_up = posted < 40 ? kFirstChunkBytes << posted : options_.staging_bytes;
+    const uint64_t half = (remaining / 2 + kChunkRounding - 1) / kChunkRounding * kChunkRounding;
+    const uint64_t ramp_down = std::max(kFirstChunkBytes, half);
+    const uint64_t n = std::min({options_.staging_bytes, ramp_up, ramp_down, remaining});
     TM_RETURN_IF_ERROR(check(cudaEventSynchronize(staging_free_[slot]), "waiting for a staging slot"));
     TM_RETURN_IF_ERROR(crew_->post(from + next, static_cast<uint8_t*>(staging_[slot]), n));
     spans[slot] = {next, n};

@@ -29,11 +29,12 @@ inline constexpr uint32_t kMaxStagingSlots = CopyCrew::kMaxPending;
 /// Settings from TM_BackendCreateArgs::options ("key=value;key=value").
 struct BackendOptions {
   uint64_t probe_bytes = uint64_t{64} << 20;    ///< probe_mib: link probe size (0: skip all probes)
-  uint64_t staging_bytes = uint64_t{16} << 20;  ///< staging_mib: one pinned staging slot
-  uint32_t staging_slots = 4;                   ///< staging_slots: pinned slots in flight (2..16)
+  uint64_t staging_bytes = uint64_t{8} << 20;   ///< staging_mib: one pinned staging slot
+  uint32_t staging_slots = 8;                   ///< staging_slots: pinned slots in flight (2..16)
   uint64_t chunk_bytes = uint64_t{256} << 20;   ///< chunk_mib: device memory one streamed chunk may use
   uint32_t copy_threads = 0;                    ///< copy_threads: host threads filling slots (0: from the CPU count)
   FillCopy fill = FillCopy::kMemcpy;            ///< fill=memcpy|stream: how the threads copy
+  uint64_t spin_ns = 200'000;                   ///< spin_us: how long an idle copy thread polls before sleeping
   bool force_generic = false;                   ///< tile_stats_path=generic: never the fast kernels
   bool remember = true;                         ///< calibration=remember|measure: reuse a device's remembered rates
 };
