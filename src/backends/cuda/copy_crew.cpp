@@ -18,6 +18,9 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kMinPiece = uint64_t{128} << 10;
 /// Larger pieces leave threads idle at the end of a chunk.
 constexpr uint64_t kMaxPiece = uint64_t{1} << 20;
+/// How long the caller polls for a chunk before it sleeps: far longer than a chunk takes, so only
+/// a stalled copy puts it to sleep.
+constexpr auto kCallerSpin = std::chrono::milliseconds(2);
 
 /// Tells the core this is a spin loop (gives a hyperthread sibling the pipeline).
 inline void cpu_relax() {
@@ -57,7 +60,7 @@ void stream_copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
 
 }  // namespace
 
-CopyCrew::CopyCrew(uint32_t helpers, FillCopy copy, uint64_t spin_ns) : copy_(copy), spin_ns_(spin_ns) {
+CopyCrew::CopyCrew(uint32_t helpers, FillCopy copy) : copy_(copy) {
   threads_.reserve(helpers);
   for (uint32_t i = 0; i < helpers; ++i) {
     try {
@@ -73,7 +76,6 @@ CopyCrew::~CopyCrew() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
-    progress_.fetch_add(1, std::memory_order_relaxed);
   }
   work_.notify_all();
   for (auto& t : threads_) t.join();
@@ -91,7 +93,6 @@ Status CopyCrew::post(const uint8_t* src, uint8_t* dst, uint64_t bytes) {
     c = Chunk{src, dst, bytes, std::clamp(share, kMinPiece, kMaxPiece), 0, 0};
     if (bytes == 0 && claim_ == posted_) ++claim_;  // nothing to hand out
     ++posted_;
-    progress_.fetch_add(1, std::memory_order_relaxed);
   }
   work_.notify_all();
   return Status::Ok();
@@ -111,15 +112,14 @@ void CopyCrew::finish(const Piece& piece) {
   --busy_;
   Chunk& c = chunk(piece.chunk);
   c.copied += piece.bytes;
-  if (c.copied == c.bytes) progress_.fetch_add(1, std::memory_order_relaxed);  // per chunk, not per piece
+  if (c.copied == c.bytes) progress_.fetch_add(1, std::memory_order_relaxed);
   if (c.copied == c.bytes || busy_ == 0) done_.notify_all();
 }
 
 template <typename Ready>
 bool CopyCrew::spin(std::unique_lock<std::mutex>& lock, Ready&& ready) {
   if (ready()) return true;
-  if (spin_ns_ == 0) return false;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+  const auto until = std::chrono::steady_clock::now() + kCallerSpin;
   for (;;) {
     // Poll the counter alone; take the lock only when something moved.
     const uint64_t seen = progress_.load(std::memory_order_relaxed);
@@ -145,8 +145,7 @@ void CopyCrew::copy(const Piece& piece) const {
 void CopyCrew::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    const auto ready = [this] { return stop_ || claimable(); };
-    if (!spin(lock, ready)) work_.wait(lock, ready);
+    work_.wait(lock, [this] { return stop_ || claimable(); });
     if (stop_) return;
     const Piece p = claim();
     lock.unlock();
@@ -185,7 +184,6 @@ void CopyCrew::reset() {
   claim_ = posted_;  // hand out nothing more
   done_.wait(lock, [this] { return busy_ == 0; });
   posted_ = waited_ = claim_ = 0;
-  progress_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace tensormorph::gpu

@@ -30,10 +30,8 @@ class CopyCrew {
   /// Chunks posted and not yet waited for, at most.
   static constexpr uint32_t kMaxPending = 16;
 
-  /// Starts `helpers` threads (fewer when the system refuses more; the caller copies too). A
-  /// thread out of work, and the caller waiting for a chunk, poll for `spin_ns` before sleeping:
-  /// waking a sleeping thread can take longer than copying a piece.
-  explicit CopyCrew(uint32_t helpers, FillCopy copy = FillCopy::kMemcpy, uint64_t spin_ns = 0);
+  /// Starts `helpers` threads (fewer when the system refuses more; the caller copies too).
+  explicit CopyCrew(uint32_t helpers, FillCopy copy = FillCopy::kMemcpy);
   /// Stops and joins the threads.
   ~CopyCrew();
   CopyCrew(const CopyCrew&) = delete;
@@ -44,8 +42,9 @@ class CopyCrew {
   /// Hands out the next chunk: `bytes` from `src` to `dst`. INTERNAL when kMaxPending chunks are
   /// already pending (a caller's bug, never a silent overwrite).
   Status post(const uint8_t* src, uint8_t* dst, uint64_t bytes);
-  /// Returns once the oldest pending chunk is copied; the caller copies its pieces meanwhile.
-  /// INTERNAL when nothing is pending.
+  /// Returns once the oldest pending chunk is copied; the caller copies its pieces meanwhile, then
+  /// polls rather than sleeps (it is blocked anyway, and waking a sleeping thread can take longer
+  /// than the copy engine needs for a chunk). INTERNAL when nothing is pending.
   Status wait_oldest();
   /// Drops the work not yet handed out and returns once no thread is copying: after it, no thread
   /// reads any posted source or writes any posted slot. Numbering starts again.
@@ -70,8 +69,8 @@ class CopyCrew {
   };
 
   void run();
-  /// Polls (lock held on entry and return, released meanwhile) until `ready` holds or spin_ns
-  /// passed; true when it holds.
+  /// Polls (lock held on entry and return, released meanwhile) until `ready` holds or a bounded
+  /// time passed; true when it holds.
   template <typename Ready>
   bool spin(std::unique_lock<std::mutex>& lock, Ready&& ready);
   /// Copies one piece (lock not held).
@@ -94,8 +93,7 @@ class CopyCrew {
   uint32_t copiers_ = 1; // threads that may copy at once (helpers and the caller)
   bool stop_ = false;
   FillCopy copy_ = FillCopy::kMemcpy;
-  uint64_t spin_ns_ = 0;
-  std::atomic<uint64_t> progress_{0};  // advanced by every post, finished chunk, reset and stop
+  std::atomic<uint64_t> progress_{0};  // advanced by every finished chunk
   std::vector<std::thread> threads_;
 };
 

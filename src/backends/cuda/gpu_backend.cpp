@@ -62,9 +62,6 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
                                      " is not auto or generic");
     }
     o.force_generic = value == "generic";
-  } else if (key == "spin_us") {
-    TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, 100'000));
-    o.spin_ns = v * 1000;
   } else if (key == "fill") {
     if (value != "memcpy" && value != "stream") {
       return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option fill=" + value + " is not memcpy or stream");
@@ -79,16 +76,17 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
   } else {
     return Status::InvalidArgument("unknown " TM_GPU_VENDOR " option '" + key +
                                    "' (known: probe_mib, staging_mib, staging_slots, chunk_mib, copy_threads, "
-                                   "fill, spin_us, tile_stats_path, calibration)");
+                                   "fill, tile_stats_path, calibration)");
   }
   return Status::Ok();
 }
 
-/// Host threads that fill staging slots when copy_threads is 0: half the CPUs (the other half
-/// stays with the host's own work), at most 8, where one socket's memory bandwidth is reached.
+/// Host threads that fill staging slots when copy_threads is 0: three quarters of the CPUs (a
+/// quarter stays with the host's own work; an upload is a short burst bound by memory, not by
+/// cores), at most 12: on a shared host fewer cores' copies fall short of a PCIe 5 link.
 uint32_t default_copy_threads() {
   const unsigned cpus = std::thread::hardware_concurrency();
-  return std::clamp<uint32_t>(cpus / 2, 1, 8);
+  return std::clamp<uint32_t>(cpus * 3 / 4, 1, 12);
 }
 
 /// The first upload chunk; each next one doubles up to a staging slot, so the copy engine starts
@@ -305,8 +303,7 @@ Status GpuBackend::open(int ordinal) {
                        ";staging_mib=" + std::to_string(options_.staging_bytes / kMiB) +
                        ";staging_slots=" + std::to_string(options_.staging_slots) +
                        ";copy_threads=" + std::to_string(options_.copy_threads) +
-                       ";fill=" + (options_.fill == FillCopy::kStream ? "stream" : "memcpy") +
-                       ";spin_us=" + std::to_string(options_.spin_ns / 1000);
+                       ";fill=" + (options_.fill == FillCopy::kStream ? "stream" : "memcpy");
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "creating a stream"));
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "creating a stream"));
   for (auto& e : events_) TM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&e, cudaEventDefault), "creating an event"));
@@ -501,7 +498,7 @@ Status GpuBackend::ensure_staging() {
     }
   }
   // The caller copies too: copy_threads counts it.
-  crew_ = std::make_unique<CopyCrew>(options_.copy_threads - 1, options_.fill, options_.spin_ns);
+  crew_ = std::make_unique<CopyCrew>(options_.copy_threads - 1, options_.fill);
   return Status::Ok();
 }
 

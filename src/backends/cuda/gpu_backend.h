@@ -34,7 +34,6 @@ struct BackendOptions {
   uint64_t chunk_bytes = uint64_t{256} << 20;   ///< chunk_mib: device memory one streamed chunk may use
   uint32_t copy_threads = 0;                    ///< copy_threads: host threads filling slots (0: from the CPU count)
   FillCopy fill = FillCopy::kMemcpy;            ///< fill=memcpy|stream: how the threads copy
-  uint64_t spin_ns = 200'000;                   ///< spin_us: how long an idle copy thread polls before sleeping
   bool force_generic = false;                   ///< tile_stats_path=generic: never the fast kernels
   bool remember = true;                         ///< calibration=remember|measure: reuse a device's remembered rates
 };
