@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks and measurements on a GPU machine, in one go (run there from a build
-# made elsewhere and copied over): the conformance test, the tile_stats benchmark,
+# made elsewhere and copied over): the conformance test, the tile_stats and upload benchmarks,
 # the PyTorch peer on the same BF16 tensor, and `tensormorph index` CPU-only vs Auto.
 #
 # Usage: bench/cuda_h200_run.sh PACK_DIR OUT_DIR
 #   PACK_DIR (made by bench/cuda_h200_build.sh, normally .h200/pack) holds tensormorph,
-#   tests/backend_conformance_test, bench/cuda_tile_stats_bench, plugins/libtm_cuda.so, and lib/
+#   tests/backend_conformance_test, bench/cuda_tile_stats_bench, bench/cuda_upload_bench,
+#   plugins/libtm_cuda.so, and lib/
 #   with the shared libraries the machine lacks (TBB, xxHash, ...).
 # As run for docs/PERFORMANCE.md, on the GPU machine with .h200/pack copied into the tree:
 #   mkdir -p /work/main/.h200 && ln -sfn $PWD/.h200/pack /work/main/.h200/build &&
@@ -28,6 +29,9 @@ run "$build/tests/backend_conformance_test" 2>&1 | tee "$out/conformance.txt"
 
 step "cuda_tile_stats_bench"
 run "$build/bench/cuda_tile_stats_bench" --gib 1 --reps 20 --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+
+step "cuda_upload_bench"
+run "$build/bench/cuda_upload_bench" --module "$build/plugins/libtm_cuda.so" 2>&1 | tee "$out/upload.txt"
 
 step "PyTorch peer"
 python3 bench/cuda_torch_peer.py /tmp/tm_bench_bf16.safetensors --reps 10 --json "$out/torch.json" 2>&1 |

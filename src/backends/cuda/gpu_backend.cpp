@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -43,24 +45,68 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
     TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, 4096));
     if (v == 0) return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option staging_mib must be at least 1");
     o.staging_bytes = v * kMiB;
+  } else if (key == "staging_slots") {
+    TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, kMaxStagingSlots));
+    if (v < 2) return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option staging_slots must be at least 2");
+    o.staging_slots = static_cast<uint32_t>(v);
   } else if (key == "chunk_mib") {
     TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, uint64_t{1} << 20));
     if (v == 0) return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option chunk_mib must be at least 1");
     o.chunk_bytes = v * kMiB;
   } else if (key == "copy_threads") {
     TM_ASSIGN_OR_RETURN(const uint64_t v, parse_count(key, value, 64));
-    o.copy_threads = static_cast<uint32_t>(std::max<uint64_t>(v, 1));
+    o.copy_threads = static_cast<uint32_t>(v);
   } else if (key == "tile_stats_path") {
     if (value != "auto" && value != "generic") {
       return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option tile_stats_path=" + value +
                                      " is not auto or generic");
     }
     o.force_generic = value == "generic";
+  } else if (key == "fill") {
+    if (value != "memcpy" && value != "stream") {
+      return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option fill=" + value + " is not memcpy or stream");
+    }
+    o.fill = value == "stream" ? FillCopy::kStream : FillCopy::kMemcpy;
+  } else if (key == "calibration") {
+    if (value != "remember" && value != "measure") {
+      return Status::InvalidArgument(std::string(TM_GPU_VENDOR) + " option calibration=" + value +
+                                     " is not remember or measure");
+    }
+    o.remember = value == "remember";
   } else {
     return Status::InvalidArgument("unknown " TM_GPU_VENDOR " option '" + key +
-                                   "' (known: probe_mib, staging_mib, chunk_mib, copy_threads, tile_stats_path)");
+                                   "' (known: probe_mib, staging_mib, staging_slots, chunk_mib, copy_threads, "
+                                   "fill, tile_stats_path, calibration)");
   }
   return Status::Ok();
+}
+
+/// Host threads that fill staging slots when copy_threads is 0: three quarters of the CPUs (a
+/// quarter stays with the host's own work; an upload is a short burst bound by memory, not by
+/// cores), at most 12: on a shared host fewer cores' copies fall short of a PCIe 5 link.
+uint32_t default_copy_threads() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return std::clamp<uint32_t>(cpus * 3 / 4, 1, 12);
+}
+
+/// The first upload chunk; each next one doubles up to a staging slot, so the copy engine starts
+/// after a small fill instead of a whole slot's. The last ones halve down to it again: the copy
+/// of the last chunk is the part of an upload that no fill overlaps.
+constexpr uint64_t kFirstChunkBytes = uint64_t{1} << 20;
+/// Chunk sizes are whole multiples of this (pieces of a slot stay page-aligned).
+constexpr uint64_t kChunkRounding = uint64_t{64} << 10;
+
+/// Lowercase hex of `bytes`, or "" when they are all zero (no identity reported).
+std::string hex_or_empty(const unsigned char* bytes, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    any = any || bytes[i] != 0;
+    out += kDigits[bytes[i] >> 4];
+    out += kDigits[bytes[i] & 15];
+  }
+  return any ? out : "";
 }
 
 /// How this host's CPU forms NaN results, measured rather than assumed (x86 and Arm differ).
@@ -117,6 +163,14 @@ struct DeviceAllocation {
   void* ptr = nullptr;
   ~DeviceAllocation() {
     if (ptr) (void)cudaFree(ptr);
+  }
+};
+
+/// Releases pinned host memory when a measurement returns early.
+struct PinnedAllocation {
+  void* ptr = nullptr;
+  ~PinnedAllocation() {
+    if (ptr) (void)cudaFreeHost(ptr);
   }
 };
 
@@ -207,10 +261,11 @@ Result<std::unique_ptr<GpuBackend>> GpuBackend::create(uint32_t index, const cha
                             (census.why_none.empty() ? "" : " (" + census.why_none + ")"));
   }
   std::unique_ptr<GpuBackend> backend(new GpuBackend());
+  if (parsed.copy_threads == 0) parsed.copy_threads = default_copy_threads();
   backend->options_ = parsed;
   backend->host_nan_ = measure_host_nan();
   TM_RETURN_IF_ERROR(backend->open(census.usable[index]));
-  TM_RETURN_IF_ERROR(backend->measure());
+  TM_RETURN_IF_ERROR(backend->calibrate());
   return backend;
 }
 
@@ -224,14 +279,34 @@ Status GpuBackend::open(int ordinal) {
   multiprocessors_ = static_cast<uint32_t>(props.multiProcessorCount);
   cc_major_ = static_cast<uint32_t>(props.major);
   cc_minor_ = static_cast<uint32_t>(props.minor);
+  identity_.name = props.name;
+  identity_.memory_bytes = props.totalGlobalMem;
+  char pci[64];
+  std::snprintf(pci, sizeof pci, "%04x:%02x:%02x", static_cast<unsigned>(props.pciDomainID),
+                static_cast<unsigned>(props.pciBusID), static_cast<unsigned>(props.pciDeviceID));
+  identity_.pci = pci;
+#if TM_GPU_IS_HIP
+  hipDevice_t device = 0;
+  hipUUID uuid{};
+  if (hipDeviceGet(&device, ordinal) == hipSuccess && hipDeviceGetUuid(&uuid, device) == hipSuccess) {
+    identity_.uuid = hex_or_empty(reinterpret_cast<const unsigned char*>(uuid.bytes), sizeof uuid.bytes);
+  }
+  (void)hipGetLastError();
+#else
+  identity_.uuid = hex_or_empty(reinterpret_cast<const unsigned char*>(props.uuid.bytes), sizeof props.uuid.bytes);
+#endif
+  (void)cudaDriverGetVersion(&identity_.driver_version);
+  (void)cudaRuntimeGetVersion(&identity_.runtime_version);
+  (void)cudaGetLastError();
+  identity_.module_version = kModuleVersion;
+  identity_.settings = "probe_mib=" + std::to_string(options_.probe_bytes / kMiB) +
+                       ";staging_mib=" + std::to_string(options_.staging_bytes / kMiB) +
+                       ";staging_slots=" + std::to_string(options_.staging_slots) +
+                       ";copy_threads=" + std::to_string(options_.copy_threads) +
+                       ";fill=" + (options_.fill == FillCopy::kStream ? "stream" : "memcpy");
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "creating a stream"));
   TM_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "creating a stream"));
   for (auto& e : events_) TM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&e, cudaEventDefault), "creating an event"));
-  for (int s = 0; s < 2; ++s) {
-    TM_RETURN_IF_ERROR(check(cudaHostAlloc(&staging_[s], options_.staging_bytes, cudaHostAllocDefault),
-                             "allocating pinned staging memory"));
-    TM_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&staging_free_[s], cudaEventDisableTiming), "creating an event"));
-  }
   // F8 values come from the CPU decoder itself, so both backends agree on every bit (NaNs too).
   std::vector<float> tables(512);
   std::vector<std::byte> codes(256);
@@ -246,7 +321,7 @@ Status GpuBackend::open(int ordinal) {
   return Status::Ok();
 }
 
-Status GpuBackend::measure() {
+Status GpuBackend::calibrate() {
   if (options_.probe_bytes == 0) {
     rates_.h2d_pinned = rates_.h2d_pageable = rates_.h2d_staged = kDeclaredLinkGbps;
     rates_.d2h_pinned = rates_.d2h_pageable = kDeclaredLinkGbps;
@@ -254,6 +329,21 @@ Status GpuBackend::measure() {
     rates_.measured = false;
     return Status::Ok();
   }
+  const std::filesystem::path path = link_calibration_path(link_calibration_dir(TM_GPU_VENDOR), identity_);
+  if (options_.remember) {
+    if (std::optional<LinkRates> remembered = remembered_link_rates(path, identity_, unix_now_seconds())) {
+      rates_ = *remembered;
+      direct_writes_ = rates_.h2d_pageable > rates_.h2d_staged;
+      return Status::Ok();
+    }
+  }
+  TM_RETURN_IF_ERROR(measure());
+  // Best effort: a cache that cannot be written only costs the next start a measurement.
+  (void)remember_link_rates(path, identity_, rates_, unix_now_seconds());
+  return Status::Ok();
+}
+
+Status GpuBackend::measure() {
   // Device memory: a read-only kernel over a buffer several times the L2 cache.
   DeviceAllocation probe;
   TM_RETURN_IF_ERROR(check(cudaMalloc(&probe.ptr, kReadProbeBytes + 64), "allocating the bandwidth probe"));
@@ -265,42 +355,46 @@ Status GpuBackend::measure() {
                       }));
   rates_.device_read = gbps(kReadProbeBytes, read_ns);
 
-  // Link, pinned: one staging slot each way.
-  const uint64_t pinned = std::min(options_.probe_bytes, options_.staging_bytes);
+  // Link, pinned: one probe-sized pinned buffer each way.
+  const uint64_t probe_bytes = std::min(options_.probe_bytes, kReadProbeBytes);
+  PinnedAllocation pinned;
+  TM_RETURN_IF_ERROR(check(cudaHostAlloc(&pinned.ptr, probe_bytes, cudaHostAllocDefault),
+                           "allocating pinned probe memory"));
   auto* device = static_cast<uint8_t*>(probe.ptr);
   TM_ASSIGN_OR_RETURN(const double h2d_pinned_ns, time_on_stream(*this, copy_, 3, [&] {
-                        return check(cudaMemcpyAsync(device, staging_[0], pinned, cudaMemcpyHostToDevice, copy_),
+                        return check(cudaMemcpyAsync(device, pinned.ptr, probe_bytes, cudaMemcpyHostToDevice, copy_),
                                      "probing pinned host-to-device copies");
                       }));
   TM_ASSIGN_OR_RETURN(const double d2h_pinned_ns, time_on_stream(*this, copy_, 3, [&] {
-                        return check(cudaMemcpyAsync(staging_[0], device, pinned, cudaMemcpyDeviceToHost, copy_),
+                        return check(cudaMemcpyAsync(pinned.ptr, device, probe_bytes, cudaMemcpyDeviceToHost, copy_),
                                      "probing pinned device-to-host copies");
                       }));
-  rates_.h2d_pinned = gbps(pinned, h2d_pinned_ns);
-  rates_.d2h_pinned = gbps(pinned, d2h_pinned_ns);
+  rates_.h2d_pinned = gbps(probe_bytes, h2d_pinned_ns);
+  rates_.d2h_pinned = gbps(probe_bytes, d2h_pinned_ns);
 
   // Link, pageable: ordinary host memory, as the host's mapped checkpoints are.
-  const uint64_t pageable = options_.probe_bytes;
-  std::vector<uint8_t> host(pageable);
-  for (uint64_t i = 0; i < pageable; i += 4096) host[i] = static_cast<uint8_t>(i >> 12);
+  std::vector<uint8_t> host(probe_bytes);
+  for (uint64_t i = 0; i < probe_bytes; i += 4096) host[i] = static_cast<uint8_t>(i >> 12);
   TM_ASSIGN_OR_RETURN(const double h2d_pageable_ns, time_wall(2, [&] {
-                        return check(cudaMemcpy(device, host.data(), pageable, cudaMemcpyHostToDevice),
+                        return check(cudaMemcpy(device, host.data(), probe_bytes, cudaMemcpyHostToDevice),
                                      "probing pageable host-to-device copies");
                       }));
   TM_ASSIGN_OR_RETURN(const double d2h_pageable_ns, time_wall(2, [&] {
-                        return check(cudaMemcpy(host.data(), device, pageable, cudaMemcpyDeviceToHost),
+                        return check(cudaMemcpy(host.data(), device, probe_bytes, cudaMemcpyDeviceToHost),
                                      "probing pageable device-to-host copies");
                       }));
-  TM_ASSIGN_OR_RETURN(const double staged_ns, time_wall(2, [&] { return staged_copy(device, host.data(), pageable); }));
-  rates_.h2d_pageable = gbps(pageable, h2d_pageable_ns);
-  rates_.d2h_pageable = gbps(pageable, d2h_pageable_ns);
-  rates_.h2d_staged = gbps(pageable, staged_ns);
+  TM_ASSIGN_OR_RETURN(const double staged_ns,
+                      time_wall(2, [&] { return staged_copy(device, host.data(), probe_bytes); }));
+  rates_.h2d_pageable = gbps(probe_bytes, h2d_pageable_ns);
+  rates_.d2h_pageable = gbps(probe_bytes, d2h_pageable_ns);
+  rates_.h2d_staged = gbps(probe_bytes, staged_ns);
   rates_.measured = true;
   direct_writes_ = rates_.h2d_pageable > rates_.h2d_staged;
   return check(cudaStreamSynchronize(compute_), "finishing the probes");
 }
 
 GpuBackend::~GpuBackend() {
+  crew_.reset();  // idle between uploads: joining its threads waits for nothing
   if (ordinal_ < 0) return;
   // Errors are ignored here: the context may already be gone (device lost, process exit).
   (void)cudaSetDevice(ordinal_);
@@ -310,7 +404,7 @@ GpuBackend::~GpuBackend() {
     if (s.data) (void)cudaFree(s.data);
   }
   if (f8_tables_) (void)cudaFree(f8_tables_);
-  for (int s = 0; s < 2; ++s) {
+  for (uint32_t s = 0; s < kMaxStagingSlots; ++s) {
     if (staging_[s]) (void)cudaFreeHost(staging_[s]);
     if (staging_free_[s]) (void)cudaEventDestroy(staging_free_[s]);
   }
@@ -391,40 +485,63 @@ void GpuBackend::release(std::unique_ptr<GpuBuffer> buffer) {
   (void)cudaGetLastError();
 }
 
-Status GpuBackend::fill_staging(int slot, const void* src, uint64_t bytes) {
-  auto* dst = static_cast<uint8_t*>(staging_[slot]);
-  const auto* from = static_cast<const uint8_t*>(src);
-  const uint32_t threads = options_.copy_threads;
-  if (threads <= 1 || bytes < 4 * kMiB) {
-    std::memcpy(dst, from, bytes);
-    return Status::Ok();
+Status GpuBackend::ensure_staging() {
+  if (crew_) return Status::Ok();
+  for (uint32_t s = 0; s < options_.staging_slots; ++s) {
+    if (!staging_[s]) {
+      TM_RETURN_IF_ERROR(check(cudaHostAlloc(&staging_[s], options_.staging_bytes, cudaHostAllocDefault),
+                               "allocating pinned staging memory"));
+    }
+    if (!staging_free_[s]) {
+      TM_RETURN_IF_ERROR(
+          check(cudaEventCreateWithFlags(&staging_free_[s], cudaEventDisableTiming), "creating an event"));
+    }
   }
-  // Several threads fill one slot: a single core's memcpy is slower than the link.
-  const uint64_t part = (bytes + threads - 1) / threads;
-  std::vector<std::thread> helpers;
-  helpers.reserve(threads - 1);
-  for (uint32_t t = 1; t < threads && t * part < bytes; ++t) {
-    const uint64_t begin = t * part, n = std::min(part, bytes - begin);
-    helpers.emplace_back([=] { std::memcpy(dst + begin, from + begin, n); });
-  }
-  std::memcpy(dst, from, std::min(part, bytes));
-  for (auto& h : helpers) h.join();
+  // The caller copies too: copy_threads counts it.
+  crew_ = std::make_unique<CopyCrew>(options_.copy_threads - 1, options_.fill);
   return Status::Ok();
 }
 
 Status GpuBackend::enqueue_staged(uint8_t* dst, const void* src, uint64_t bytes) {
+  TM_RETURN_IF_ERROR(ensure_staging());
+  // Whatever happens below, no crew thread reads `src` or writes a slot after this returns.
+  struct CrewReset {
+    CopyCrew& crew;
+    ~CrewReset() { crew.reset(); }
+  } crew_reset{*crew_};
   const auto* from = static_cast<const uint8_t*>(src);
-  for (uint64_t pos = 0, k = 0; pos < bytes; ++k) {
-    const int slot = static_cast<int>(k & 1u);
-    const uint64_t n = std::min(options_.staging_bytes, bytes - pos);
-    // The slot's previous copy must be done before the host overwrites it; meanwhile the other
-    // slot's copy runs, so filling and copying overlap.
+  const uint32_t slots = options_.staging_slots;
+  struct Span {
+    uint64_t offset = 0, bytes = 0;
+  };
+  Span spans[kMaxStagingSlots];  // the chunk in each slot
+  uint64_t posted = 0, next = 0;
+  // Chunk `posted` goes to slot posted % slots once that slot's previous copy has finished.
+  auto post_next = [&]() -> Status {
+    const uint32_t slot = static_cast<uint32_t>(posted % slots);
+    const uint64_t remaining = bytes - next;
+    const uint64_t ramp_up = posted < 40 ? kFirstChunkBytes << posted : options_.staging_bytes;
+    const uint64_t half = (remaining / 2 + kChunkRounding - 1) / kChunkRounding * kChunkRounding;
+    const uint64_t ramp_down = std::max(kFirstChunkBytes, half);
+    const uint64_t n = std::min({options_.staging_bytes, ramp_up, ramp_down, remaining});
     TM_RETURN_IF_ERROR(check(cudaEventSynchronize(staging_free_[slot]), "waiting for a staging slot"));
-    TM_RETURN_IF_ERROR(fill_staging(slot, from + pos, n));
-    TM_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst + pos, staging_[slot], n, cudaMemcpyHostToDevice, copy_),
+    TM_RETURN_IF_ERROR(crew_->post(from + next, static_cast<uint8_t*>(staging_[slot]), n));
+    spans[slot] = {next, n};
+    next += n;
+    ++posted;
+    return Status::Ok();
+  };
+  while (posted < slots && next < bytes) TM_RETURN_IF_ERROR(post_next());
+  for (uint64_t k = 0; k < posted; ++k) {
+    const uint32_t slot = static_cast<uint32_t>(k % slots);
+    TM_RETURN_IF_ERROR(crew_->wait_oldest());
+    TM_RETURN_IF_ERROR(check(cudaMemcpyAsync(dst + spans[slot].offset, staging_[slot], spans[slot].bytes,
+                                             cudaMemcpyHostToDevice, copy_),
                              "copying to the device"));
     TM_RETURN_IF_ERROR(check(cudaEventRecord(staging_free_[slot], copy_), "recording a staging event"));
-    pos += n;
+    // The slot after the copy in flight frees when the previous copy ends: waiting for that one
+    // (not this one) keeps a copy queued behind the engine while the crew fills the freed slot.
+    if (k >= 1 && next < bytes) TM_RETURN_IF_ERROR(post_next());
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 // One GPU opened for work: streams, pinned staging buffers, scratch memory, the F8 tables, and
-// the link and memory bandwidths measured at creation. Shared by the CUDA and HIP modules.
+// the link and memory bandwidths (measured on a device's first use, then remembered: see
+// gpu_calibration.h). Shared by the CUDA and HIP modules.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backends/cuda/copy_crew.h"
+#include "backends/cuda/gpu_calibration.h"
 #include "backends/cuda/gpu_runtime.h"
 #include "backends/cuda/kernels.h"
 #include "tensormorph/c/plugin.h"
@@ -17,28 +20,26 @@
 
 namespace tensormorph::gpu {
 
+/// The module's version, reported to the host and part of a remembered calibration's identity.
+inline constexpr const char* kModuleVersion = "1.1";
+
+/// Pinned staging slots, at most (the copy crew's pending chunks bound them).
+inline constexpr uint32_t kMaxStagingSlots = CopyCrew::kMaxPending;
+
 /// Settings from TM_BackendCreateArgs::options ("key=value;key=value").
 struct BackendOptions {
   uint64_t probe_bytes = uint64_t{64} << 20;    ///< probe_mib: link probe size (0: skip all probes)
-  uint64_t staging_bytes = uint64_t{32} << 20;  ///< staging_mib: one pinned staging slot
+  uint64_t staging_bytes = uint64_t{8} << 20;   ///< staging_mib: one pinned staging slot
+  uint32_t staging_slots = 8;                   ///< staging_slots: pinned slots in flight (2..16)
   uint64_t chunk_bytes = uint64_t{256} << 20;   ///< chunk_mib: device memory one streamed chunk may use
-  uint32_t copy_threads = 4;                    ///< copy_threads: host threads filling a staging slot
+  uint32_t copy_threads = 0;                    ///< copy_threads: host threads filling slots (0: from the CPU count)
+  FillCopy fill = FillCopy::kMemcpy;            ///< fill=memcpy|stream: how the threads copy
   bool force_generic = false;                   ///< tile_stats_path=generic: never the fast kernels
+  bool remember = true;                         ///< calibration=remember|measure: reuse a device's remembered rates
 };
 
 /// Parses the options string (NULL or empty: defaults); unknown keys and bad values are errors.
 Result<BackendOptions> parse_backend_options(const char* text);
-
-/// Bandwidths in GB/s (bytes per nanosecond), as measured at creation.
-struct LinkRates {
-  double h2d_pinned = 0;    ///< host -> device from pinned memory
-  double h2d_pageable = 0;  ///< host -> device from ordinary memory, one runtime copy
-  double h2d_staged = 0;    ///< host -> device through buffer_write's staging pipeline
-  double d2h_pinned = 0;    ///< device -> host into pinned memory
-  double d2h_pageable = 0;  ///< device -> host into ordinary memory
-  double device_read = 0;   ///< device memory, read by a kernel
-  bool measured = false;    ///< false when probes were skipped (rates are then declared)
-};
 
 /// Which devices this module can drive, and why not when none.
 struct DeviceCensus {
@@ -67,7 +68,8 @@ struct Scratch {
 /// One opened device. Every member function except create() expects `mutex` to be held.
 class GpuBackend {
  public:
-  /// Opens usable device number `index` (see take_census) and measures its links.
+  /// Opens usable device number `index` (see take_census) and measures its links, or takes the
+  /// rates remembered for this device.
   static Result<std::unique_ptr<GpuBackend>> create(uint32_t index, const char* options);
   ~GpuBackend();
   GpuBackend(const GpuBackend&) = delete;
@@ -85,7 +87,7 @@ class GpuBackend {
   TM_DeviceTraits traits() const;
   /// Options in force.
   const BackendOptions& options() const { return options_; }
-  /// Measured (or declared) bandwidths.
+  /// Measured, remembered or declared bandwidths.
   const LinkRates& rates() const { return rates_; }
   /// NaN conventions of the host CPU (decode reproduces them).
   const tm_gpu::HostNan& host_nan() const { return host_nan_; }
@@ -102,10 +104,11 @@ class GpuBackend {
   void release(std::unique_ptr<GpuBuffer> buffer);
   /// True when `buffer` is a live allocation of this backend (foreign pointers are refused).
   bool owns(const GpuBuffer* buffer) const { return live_.count(buffer) != 0; }
-  /// Copies host bytes to device memory through the pinned staging slots, chunk copies
-  /// overlapping the host-side fill of the next chunk; returns when the copy is complete.
+  /// Copies host bytes to device memory through the pinned staging slots: the copy crew fills
+  /// the next slots while the copy engine drains the earlier ones; returns when the copy is complete.
   Status copy_to_device(uint8_t* dst, const void* src, uint64_t bytes);
-  /// Like copy_to_device but leaves the copy running on the copy stream; `done` is recorded after it.
+  /// Like copy_to_device but leaves the last copies running on the copy stream (`src` is no longer
+  /// read when it returns); `done` is recorded after them.
   Status copy_to_device_async(uint8_t* dst, const void* src, uint64_t bytes, cudaEvent_t done);
   /// Copies device bytes to host memory (synchronous).
   Status copy_to_host(void* dst, const uint8_t* src, uint64_t bytes);
@@ -119,22 +122,26 @@ class GpuBackend {
  private:
   GpuBackend() = default;
   Status open(int ordinal);
+  Status calibrate();
   Status measure();
-  Status fill_staging(int slot, const void* src, uint64_t bytes);
+  Status ensure_staging();
   Status enqueue_staged(uint8_t* dst, const void* src, uint64_t bytes);
   Status staged_copy(uint8_t* dst, const void* src, uint64_t bytes);
 
   BackendOptions options_;
   int ordinal_ = -1;
   std::string name_;
+  DeviceIdentity identity_;
   uint64_t memory_bytes_ = 0;
   uint32_t multiprocessors_ = 0;
   uint32_t cc_major_ = 0, cc_minor_ = 0;
   std::string lost_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t copy_ = nullptr;
-  void* staging_[2] = {nullptr, nullptr};
-  cudaEvent_t staging_free_[2] = {nullptr, nullptr};
+  // Allocated on the first upload (or probe): commands that never upload skip pinning them.
+  void* staging_[kMaxStagingSlots] = {};
+  cudaEvent_t staging_free_[kMaxStagingSlots] = {};
+  std::unique_ptr<CopyCrew> crew_;
   cudaEvent_t events_[8] = {};
   Scratch scratch_[6];
   float* f8_tables_ = nullptr;

@@ -20,7 +20,6 @@ namespace tensormorph::gpu {
 namespace {
 
 constexpr const char* kName = TM_GPU_VENDOR;
-constexpr const char* kVersion = "1.0";
 constexpr const char* kImplemented = "F32, F16, BF16, F8_E4M3, F8_E5M2, Q8_0, Q4_0, Q4_K, Q6_K";
 
 GpuBackend* backend_of(TM_Backend* b) { return reinterpret_cast<GpuBackend*>(b); }
@@ -317,7 +316,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
 }
 
 const TM_PluginApi kApi = {
-    sizeof(TM_PluginApi), TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR, kName, kVersion,
+    sizeof(TM_PluginApi), TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR, kName, kModuleVersion,
     &error_code, &error_message, &error_destroy,
     &device_count, &backend_create, &backend_destroy, &device_traits,
     &query, &estimate,
