@@ -4,12 +4,10 @@
 #   1. bench/index_bench.sh with every core (read bandwidth, index, numpy peer, cold vs dd);
 #   2. a thread sweep: read bandwidth (anonymous memory, and a sum over the mapped file) and
 #      `tensormorph index` (best of 3, the tool's own time) at 1, 2, 4, ... threads;
-#   3. the tile_stats kernels on one core, in cache and from DRAM (bench/cpu_tile_stats_bench);
-#   4. the read paths (bench/read_path_ab.sh): mapping, pread and the measured default, at every
-#      core and at 2.
+#   3. the tile_stats kernels on one core, in cache and from DRAM (bench/cpu_tile_stats_bench).
 #
 # Usage: bench/cpu_many_core_run.sh PACK_DIR OUT_DIR [DIR]   (PACK_DIR from bench/cpu_pack.sh)
-# STEPS (default "1 2 3 4") picks the steps, e.g. STEPS=4 for the read paths alone.
+# STEPS (default "1 2 3") picks the steps, e.g. STEPS=3 for the kernels alone.
 # As run for docs/PERFORMANCE.md, on the many-core machine with .h200/cpu copied into the tree:
 #   bash bench/cpu_many_core_run.sh .h200/cpu $OUT
 set -euo pipefail
@@ -27,7 +25,7 @@ cores=$(nproc)
   "$pack/tensormorph" backends | sed -n 1,3p  # sed reads it all: no SIGPIPE under pipefail
 } | tee "$out/machine.txt"
 
-steps=" ${STEPS:-1 2 3 4} "
+steps=" ${STEPS:-1 2 3} "
 if [[ $steps == *" 1 "* ]]; then
 echo "== index benchmark, $cores threads"
 TM_BIN=$pack/tensormorph TM_RBW=$pack/read_bandwidth THREADS=$cores NUMPY_LIMIT=${NUMPY_LIMIT:-200000000} \
@@ -70,11 +68,4 @@ if [[ $steps == *" 3 "* ]]; then
 echo "== one core, in cache and from DRAM"
 "$pack/cpu_tile_stats_bench" --benchmark_filter='OneCore(InCache|FromMemory)/' 2>&1 | grep -E '^BM' |
   awk '{ printf "%s", $1; for (i = 2; i <= NF; i++) if ($i ~ /=/) printf " %s", $i; print "" }' | tee "$out/one_core.txt"
-fi
-
-if [[ $steps == *" 4 "* ]]; then
-  echo "== read paths"
-  python3 "$root/bench/make_bench_checkpoints.py" "$dir" f32.safetensors bf16.safetensors f16.safetensors q8_0.gguf q4_k.gguf >/dev/null
-  bash "$root/bench/read_path_ab.sh" "$pack/tensormorph" 5 "$dir" "$cores" | tee "$out/read_paths_${cores}.md"
-  bash "$root/bench/read_path_ab.sh" "$pack/tensormorph" 5 "$dir" 2 | tee "$out/read_paths_2.md"
 fi

@@ -17,7 +17,7 @@
 #include "backends/cpu/cpu_calibration.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/cpu_dispatch.h"
-#include "backends/cpu/cpu_tile_stats.h"
+#include "backends/cpu/tile_stats/tile_stats.h"
 #include "compute/op_registry.h"
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
@@ -25,6 +25,7 @@
 #include "compute/ops/op_instance.h"
 #include "compute/ops/reference.h"
 #include "tensormorph/decode.h"
+#include "tensormorph/mapped_file.h"
 #include "test_util.h"
 
 namespace tensormorph {
@@ -524,10 +525,20 @@ TEST(CpuBackend, TableAndDevice) {
   EXPECT_EQ(count, 1u);
 }
 
+TEST(CpuBackend, OptionsComeFromTheCreateArgumentsOnly) {
+  // No environment variable overrides a setting: one naming an option this CPU cannot honour
+  // changes nothing.
+  const testing::ScopedEnv options("TENSORMORPH_CPU_OPTIONS", "isa=neon");
+  CpuApi cpu;
+  EXPECT_TRUE(cpu.create_status().ok()) << cpu.create_status().to_string();
+}
+
 TEST(CpuBackend, RejectsBadOptionsAndDevices) {
   EXPECT_EQ(CpuApi("color=blue").create_status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CpuApi("bandwidth_gbps=-3").create_status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CpuApi("isa=neon").create_status().code(), StatusCode::kInvalidArgument);
+  // No option chooses how files are read: the host hands the backend host memory, never a file.
+  EXPECT_EQ(CpuApi("file_reads=mapping").create_status().code(), StatusCode::kInvalidArgument);
   const TM_PluginApi* api = tm_cpu_backend_get_api(1, 0);
   TM_BackendCreateArgs args{};
   args.struct_size = sizeof args;
@@ -718,6 +729,7 @@ TEST(CpuBackend, ThreadCountsGiveIdenticalBits) {
 }
 
 TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   const uint64_t rows = 130, cols = 1024;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const auto bytes = random_storage(dtype, rows * cols, true, 11);
@@ -735,7 +747,7 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
                          std::to_string(tile) + " " + std::string(cpu::isa_name(isa)) + " item bytes " +
                          std::to_string(item_bytes));
             std::vector<TM_TileStats> out(expected.size());
-            ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa, {item_bytes}).ok());
+            ASSERT_TRUE(cpu::tile_stats(pool, m, range, tile, out, 2, isa, {item_bytes}).ok());
             EXPECT_TRUE(same_stats(expected, out));
           }
         }
@@ -745,6 +757,7 @@ TEST(CpuBackend, EveryInstructionSetAndWorkSplitGivesIdenticalBits) {
 }
 
 TEST(CpuBackend, ScratchKeptBetweenCallsLeavesNoTrace) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   // Calls reuse the slot arrays and kernel buffers of earlier calls without clearing them: a call
   // that leaves large sums everywhere must not leak into a smaller, ragged call after it, in
   // either work split (items owning whole tiles, or rows shared between items).
@@ -764,15 +777,16 @@ TEST(CpuBackend, ScratchKeptBetweenCallsLeavesNoTrace) {
     for (uint64_t item_bytes : {uint64_t{0}, uint64_t{1} << 10}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " item bytes " + std::to_string(item_bytes));
       std::vector<TM_TileStats> dirty(16);
-      ASSERT_TRUE(cpu::tile_stats(big, whole(1024, 1024), 256, dirty, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+      ASSERT_TRUE(cpu::tile_stats(pool, big, whole(1024, 1024), 256, dirty, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
       std::vector<TM_TileStats> out(expected.size());
-      ASSERT_TRUE(cpu::tile_stats(m, range, 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+      ASSERT_TRUE(cpu::tile_stats(pool, m, range, 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
       EXPECT_TRUE(same_stats(expected, out));
     }
   }
 }
 
 TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   // Views narrower than a vector in tiles walked row by row (a 3x3 convolution's [n, 3] view, an
   // [n, 1] column) take narrow_rows, one-row views the row-chunk-free plan: every elementwise
   // dtype, ragged bands, column slices, both work splits, one and two threads, every ISA.
@@ -795,7 +809,7 @@ TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
                                std::string(cpu::isa_name(isa)) + " item bytes " + std::to_string(item_bytes) +
                                " threads " + std::to_string(threads));
                   std::vector<TM_TileStats> out(expected.size());
-                  ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, threads, isa, {item_bytes}).ok());
+                  ASSERT_TRUE(cpu::tile_stats(pool, m, range, tile, out, threads, isa, {item_bytes}).ok());
                   EXPECT_TRUE(same_stats(expected, out));
                 }
               }
@@ -811,7 +825,7 @@ TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
   const MatrixView row = f32_matrix(row_bytes, 1, 70000);
   for (uint64_t item_bytes : {uint64_t{0}, uint64_t{4096}}) {
     std::vector<TM_TileStats> out(274);
-    ASSERT_TRUE(cpu::tile_stats(row, whole(1, 70000), 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
+    ASSERT_TRUE(cpu::tile_stats(pool, row, whole(1, 70000), 256, out, 2, cpu::Isa::kBaseline, {item_bytes}).ok());
     EXPECT_TRUE(same_stats(reference_stats(row, whole(1, 70000), 256), out));
   }
   CpuApi cpu;
@@ -829,6 +843,7 @@ TEST(CpuBackend, NarrowAndOneRowViewsMatchTheReference) {
 }
 
 TEST(CpuBackend, SixteenBitStorageIsObservedOnItsBits) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   // In tiles walked row by row (T >= 128), BF16 and F16 extremes and zeros come from a pass over
   // the stored bits, 32 lanes at a time, with a masked tail: extremes of either sign, zeros of
   // both signs, denormals and non-finite values in every lane position.
@@ -867,7 +882,7 @@ TEST(CpuBackend, SixteenBitStorageIsObservedOnItsBits) {
                          std::to_string(tile) + " " + std::string(cpu::isa_name(isa)) + " first column " +
                          std::to_string(range.col_begin));
             std::vector<TM_TileStats> out(expected.size());
-            ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 1, isa, {}).ok());
+            ASSERT_TRUE(cpu::tile_stats(pool, m, range, tile, out, 1, isa, {}).ok());
             EXPECT_TRUE(same_stats(expected, out));
           }
         }
@@ -900,9 +915,68 @@ std::vector<std::byte> scaled_blocks(DType dtype, uint64_t rows, uint64_t cols, 
   return bytes;
 }
 
+TEST(CpuBackend, AMappedCheckpointAtAnOddOffsetGivesTheReferenceBits) {
+  // The host hands the CPU backend the mapped bytes of a checkpoint tensor, which start wherever
+  // the format put them (here 40 bytes into the file: no multiple of a vector or a cache line).
+  // Every storage kind with a kernel of its own (Q4_K with weight-like scales, so its exact
+  // shortcut runs), a generic one (Q6_K), non-finite values, row and column offsets, both work
+  // splits and every instruction set give the reference's bits.
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
+  constexpr uint64_t kPrefix = 40;
+  const uint64_t rows = 300, cols = 1024;
+  testing::TempDir dir;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    std::vector<std::byte> stored;
+    if (dtype == DType::kQ4_K) {
+      stored = scaled_blocks(dtype, rows, cols, {{0, 5e-5, 2e-4}, {2, 2e-4, 1.6e-3}}, false, 61);
+    } else if (dtype == DType::kQ6_K) {
+      stored = scaled_blocks(dtype, rows, cols, {{208, 1e-4, 1e-3}}, false, 67);
+    } else {
+      std::mt19937_64 rng(static_cast<uint64_t>(dtype) * 7919);
+      std::normal_distribution<float> normal(0.0f, 0.02f);
+      std::vector<float> values(rows * cols);
+      for (size_t i = 0; i < values.size(); ++i) values[i] = i % 97 == 0 ? 0.0f : normal(rng);
+      if (dtype == DType::kF32) {
+        values[3] = kNaN;
+        values[cols + 5] = kInf;
+        values[2 * cols + 7] = -kInf;
+      }
+      auto encoded = encode_from_f32(dtype, values);
+      ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+      stored = std::move(*encoded);
+    }
+    const std::filesystem::path path = dir / (std::string(dtype_name(dtype)) + ".bin");
+    std::string file(kPrefix, 'h');
+    file.append(reinterpret_cast<const char*>(stored.data()), stored.size());
+    file.append(24, 't');
+    testing::write_bytes(path, file);
+    auto map = MappedFile::open(path);
+    ASSERT_TRUE(map.ok()) << map.status().to_string();
+    const MatrixView m{dtype, (*map)->bytes().subspan(kPrefix, stored.size()), rows, cols};
+    for (uint32_t tile : {64u, 256u}) {
+      for (const ViewRange range : {whole(rows, cols), ViewRange{7, rows, 0, cols}, ViewRange{0, rows, 256, cols}}) {
+        const auto expected = reference_stats(m, range, tile);
+        for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+          if (!cpu::isa_supported(isa)) continue;
+          for (uint64_t item_bytes : {uint64_t{0}, uint64_t{4096}, uint64_t{1} << 16}) {
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " tile " + std::to_string(tile) + " rows from " +
+                         std::to_string(range.row_begin) + " cols from " + std::to_string(range.col_begin) + " " +
+                         std::string(cpu::isa_name(isa)) + " item bytes " + std::to_string(item_bytes));
+            std::vector<TM_TileStats> out(expected.size());
+            const Status status = cpu::tile_stats(pool, m, range, tile, out, 2, isa, {item_bytes});
+            ASSERT_TRUE(status.ok()) << status.to_string();
+            EXPECT_TRUE(same_stats(expected, out));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   // Scales within a factor of 4 make every partial sum of the canonical tree exact, so the CPU
-  // backend computes large tiles from integer quant sums instead of the tree (cpu_tile_stats_kernel.h);
+  // backend computes large tiles from integer quant sums instead of the tree (tile_stats/quantized.h);
   // wider scales, zero and non-finite scales, all-zero quants and -128 send segments back to the tree.
   const uint64_t rows = 70, cols = 1024 + 96;
   struct Case {
@@ -938,7 +1012,7 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
           SCOPED_TRACE(std::string(c.name) + " tile " + std::to_string(tile) + " columns from " +
                        std::to_string(range.col_begin) + " " + std::string(cpu::isa_name(isa)));
           std::vector<TM_TileStats> out(expected.size());
-          ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa).ok());
+          ASSERT_TRUE(cpu::tile_stats(pool, m, range, tile, out, 2, isa).ok());
           EXPECT_TRUE(same_stats(expected, out));
         }
       }
@@ -947,8 +1021,9 @@ TEST(CpuBackend, Q8_0ExactShortcutMatchesTheTreeBitForBit) {
 }
 
 TEST(CpuBackend, Q4_KExactShortcutMatchesTheTreeBitForBit) {
+  cpu::ScratchPool pool;  // kept between the calls, as a backend instance keeps it
   // When no float32 step of the decoder and no float64 addition of the canonical tree can round,
-  // the CPU backend sums Q4_K segments from integer quant sums (cpu_tile_stats_q4_k.h). dmin a
+  // the CPU backend sums Q4_K segments from integer quant sums (tile_stats/quantized.h). dmin a
   // few times d (as ggml makes them) passes that proof; d well above dmin makes the decoder
   // round, and wide and non-finite scales, zero scales, sub-blocks with exact zeros and all-zero
   // segments exercise the proof's edges and the way back to the tree.
@@ -1003,7 +1078,7 @@ TEST(CpuBackend, Q4_KExactShortcutMatchesTheTreeBitForBit) {
           SCOPED_TRACE(std::string(c.name) + " tile " + std::to_string(tile) + " columns from " +
                        std::to_string(range.col_begin) + " " + std::string(cpu::isa_name(isa)));
           std::vector<TM_TileStats> out(expected.size());
-          ASSERT_TRUE(cpu::tile_stats(m, range, tile, out, 2, isa).ok());
+          ASSERT_TRUE(cpu::tile_stats(pool, m, range, tile, out, 2, isa).ok());
           EXPECT_TRUE(same_stats(expected, out));
         }
       }

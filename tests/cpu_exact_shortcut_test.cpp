@@ -1,8 +1,8 @@
-// The CPU backend's exact-sum shortcuts for Q8_0 and Q4_K (cpu_tile_stats_q8_0.h,
-// cpu_tile_stats_q4_k.h), called directly. The tile-level tests in cpu_backend_test compare
-// whole tiles with the reference, which a shortcut that refused every segment would pass too
-// (the tree would compute them); these check that weight-like segments are taken by the
-// shortcut and come out with the canonical tree's bits.
+// The CPU backend's exact-sum shortcuts for Q8_0 and Q4_K (the block policies of
+// src/backends/cpu/tile_stats/quantized.h through kernels.h's exact_segment), called directly.
+// The tile-level tests in cpu_backend_test compare whole tiles with the reference, which a
+// shortcut that refused every segment would pass too (the tree would compute them); these check
+// that weight-like segments are taken by the shortcut and come out with the canonical tree's bits.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,8 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/cpu/cpu_order_key.h"
-#include "backends/cpu/cpu_tile_stats_isa.h"
+#include "backends/cpu/tile_stats/kernels.h"
 #include "core/dtype_abi.h"
 #include "core/quantize/quantize.h"
 #include "compute/ops/reference.h"
@@ -96,7 +95,8 @@ TEST(CpuExactShortcut, Q4_KWeightLikeSegmentsAreTakenAndEqualTheTree) {
   }
   expect_taken_and_exact(DType::kQ4_K, bytes, rows, row_blocks,
                          [](const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum, double& sum_sq) {
-                           return cpu::tile_kernel::q4_k_exact_segment<PortableConvert>(src, blocks, stats, sum, sum_sq);
+                           return cpu::tile_kernel::exact_segment<cpu::tile_kernel::Q4_KBlocks, PortableConvert>(
+                               src, blocks, stats, sum, sum_sq);
                          });
 }
 
@@ -114,7 +114,8 @@ TEST(CpuExactShortcut, Q8_0WeightLikeSegmentsAreTakenAndEqualTheTree) {
   }
   expect_taken_and_exact(DType::kQ8_0, bytes, rows, row_blocks,
                          [](const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum, double& sum_sq) {
-                           return cpu::tile_kernel::q8_0_exact_segment<PortableConvert>(src, blocks, stats, sum, sum_sq);
+                           return cpu::tile_kernel::exact_segment<cpu::tile_kernel::Q8_0Blocks, PortableConvert>(
+                               src, blocks, stats, sum, sum_sq);
                          });
 }
 

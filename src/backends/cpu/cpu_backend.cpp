@@ -15,7 +15,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/cpu_render.h"
-#include "backends/cpu/cpu_tile_stats.h"
+#include "backends/cpu/tile_stats/tile_stats.h"
 #include "core/dtype_abi.h"
 #include "compute/ops/op_instance.h"
 #include "compute/ops/plugin_error.h"
@@ -36,7 +36,7 @@ struct CpuBackend {
   uint32_t threads = 1;
   double bandwidth_gbps = 0;
   Isa isa = Isa::kBaseline;
-  FileReads file_reads = FileReads::kMeasure;
+  ScratchPool tile_scratch;  ///< tile_stats scratch kept between this instance's calls
 };
 
 /// A host-memory buffer behind a TM_Buffer*.
@@ -71,19 +71,7 @@ Status apply_option(CpuBackend& backend, const std::string& key, const std::stri
     backend.isa = *isa;
     return Status::Ok();
   }
-  if (key == "file_reads") {
-    if (value == "measure") {
-      backend.file_reads = FileReads::kMeasure;
-    } else if (value == "mapping") {
-      backend.file_reads = FileReads::kNever;
-    } else if (value == "pread") {
-      backend.file_reads = FileReads::kAlways;
-    } else {
-      return Status::InvalidArgument("cpu option file_reads=" + value + " is not measure, mapping or pread");
-    }
-    return Status::Ok();
-  }
-  return Status::InvalidArgument("unknown cpu option '" + key + "' (known: bandwidth_gbps, isa, file_reads)");
+  return Status::InvalidArgument("unknown cpu option '" + key + "' (known: bandwidth_gbps, isa)");
 }
 
 Status apply_options(CpuBackend& backend, const char* options) {
@@ -125,12 +113,6 @@ Result<std::span<const std::byte>> input_bytes(const ops::TensorArgument& t) {
   TM_ASSIGN_OR_RETURN(const std::byte* p,
                       argument_memory(t, static_cast<const std::byte*>(t.arg.host_data), "input"));
   return std::span<const std::byte>(p, t.arg.nbytes);
-}
-
-/// Where an input's host bytes also live in a file, when the host said so (ABI 1.1).
-FileRegion input_file(const ops::TensorArgument& t) {
-  if (t.arg.buffer != nullptr || t.arg.host_file_valid != 1 || t.arg.host_file < 0) return {};
-  return {t.arg.host_file, t.arg.host_file_offset};
 }
 
 Result<std::byte*> output_bytes(const ops::TensorArgument& t) {
@@ -232,14 +214,14 @@ Status run_decode(const TM_OpInstance& op, uint32_t threads) {
                                     [&](std::span<float> values) { return decode(tensor, values, threads); });
 }
 
-Status run_tile_stats(const TM_OpInstance& op, uint32_t threads, Isa isa, FileReads file_reads) {
+Status run_tile_stats(const TM_OpInstance& op, uint32_t threads, Isa isa, ScratchPool& scratch) {
   TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(op));
   if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
   TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
   TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
   const ops::MatrixView matrix{args.input.dtype, in, args.rows, args.cols};
   return with_aligned_output<TM_TileStats>(out, args.grid.count(), [&](std::span<TM_TileStats> stats) {
-    return tile_stats(matrix, args.range, args.tile, stats, threads, isa, {0, file_reads}, input_file(args.input));
+    return tile_stats(scratch, matrix, args.range, args.tile, stats, threads, isa);
   });
 }
 
@@ -294,10 +276,6 @@ TM_Error* backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
     backend->threads = hardware_threads();
     backend->isa = best_isa();
     TM_RETURN_IF_ERROR(apply_options(*backend, create.options));
-    // Benchmarks and experiments set options without a settings file (e.g. file_reads=mapping).
-    if (const char* env = std::getenv("TENSORMORPH_CPU_OPTIONS")) {
-      TM_RETURN_IF_ERROR(apply_options(*backend, env).with_context("TENSORMORPH_CPU_OPTIONS"));
-    }
     if (backend->bandwidth_gbps <= 0) {
       backend->bandwidth_gbps =
           calibrated_read_bandwidth_gbps({backend->device_name, backend->threads, backend->memory_bytes});
@@ -432,7 +410,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
                   TM_ExecutionReport* report) {
   return ops::guard_plugin_call("execute", [&] {
     TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr, "backend or op"));
-    const CpuBackend& b = *backend_of(backend);
+    CpuBackend& b = *backend_of(backend);
     TM_ExecutionPolicy policy{};
     policy.struct_size = sizeof policy;
     if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
@@ -441,7 +419,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       TM_RETURN_IF_ERROR(ops::check_exactness_floor(sampled ? TM_EXACT_APPROXIMATE : TM_EXACT_BITWISE, 0.0, policy));
       TM_ExecutionReport r{};
       r.struct_size = sizeof r;
-      TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, b.isa, r));
+      TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, b.isa, b.tile_scratch, r));
       if (report != nullptr) ops::write_abi_struct(r, report);
       return Status::Ok();
     }
@@ -452,7 +430,9 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     const auto start = std::chrono::steady_clock::now();
     switch (kind) {
       case ops::CoreOp::kDecode: TM_RETURN_IF_ERROR(run_decode(*op, policy.max_threads)); break;
-      case ops::CoreOp::kTileStats: TM_RETURN_IF_ERROR(run_tile_stats(*op, policy.max_threads, b.isa, b.file_reads)); break;
+      case ops::CoreOp::kTileStats:
+        TM_RETURN_IF_ERROR(run_tile_stats(*op, policy.max_threads, b.isa, b.tile_scratch));
+        break;
       case ops::CoreOp::kHistogram: TM_RETURN_IF_ERROR(run_histogram(*op, policy.max_threads)); break;
       case ops::CoreOp::kExactSummary: TM_RETURN_IF_ERROR(run_exact_summary(*op)); break;
     }

@@ -1,4 +1,4 @@
-// The CPU backend's decode and histogram kernels (tile statistics: cpu_tile_stats.h).
+// The CPU backend's decode and histogram kernels (tile statistics: tile_stats/tile_stats.h).
 #pragma once
 
 #include <cstdint>

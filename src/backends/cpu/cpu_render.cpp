@@ -15,7 +15,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
-#include "backends/cpu/cpu_tile_stats.h"
+#include "backends/cpu/tile_stats/tile_stats.h"
 #include "core/dtype_abi.h"
 #include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
@@ -44,11 +44,11 @@ uint64_t bytes_read(const ops::RenderArgs& a) {
 /// A values tile whose cells are tile_stats tiles: the grid of block statistics over the tile's
 /// view, computed by the SIMD kernels, then coloured by the shared ops code.
 Status render_through_tile_stats(const ops::MatrixView& matrix, const ops::RenderParams& p, uint32_t max_threads,
-                                 Isa isa, std::span<uint8_t> rgba) {
+                                 Isa isa, ScratchPool& scratch, std::span<uint8_t> rgba) {
   const ops::ViewRange range = ops::render_cell_view(p, matrix.rows, matrix.cols);
   const ops::TileGrid grid = ops::tile_grid(range, static_cast<uint32_t>(p.cell));
   std::vector<TM_TileStats> stats(grid.count());
-  TM_RETURN_IF_ERROR(tile_stats(matrix, range, static_cast<uint32_t>(p.cell), stats, max_threads, isa));
+  TM_RETURN_IF_ERROR(tile_stats(scratch, matrix, range, static_cast<uint32_t>(p.cell), stats, max_threads, isa));
   return ops::render_cell_grid(stats, grid, p, rgba);
 }
 
@@ -99,7 +99,8 @@ Result<TM_CostEstimate> render_estimate(const TM_OpInstance& op, double bandwidt
   return cost;
 }
 
-Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, TM_ExecutionReport& report) {
+Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, ScratchPool& scratch,
+                      TM_ExecutionReport& report) {
   TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(op));
   TM_ASSIGN_OR_RETURN(const auto input, input_of(args));
   if (args.output.arg.host_out == nullptr) return Status::InvalidArgument("render_tile: cpu writes host memory only");
@@ -116,7 +117,7 @@ Status render_execute(const TM_OpInstance& op, uint32_t max_threads, Isa isa, TM
     if (!dtype_decodable(args.input.dtype)) return Status::Unimplemented("render_tile: dtype is not decodable");
     const ops::MatrixView matrix{args.input.dtype, input, args.rows, args.cols};
     if (!args.params.sampled && args.params.cell >= ops::kMinTileStatsCell) {
-      TM_RETURN_IF_ERROR(render_through_tile_stats(matrix, args.params, max_threads, isa, rgba));
+      TM_RETURN_IF_ERROR(render_through_tile_stats(matrix, args.params, max_threads, isa, scratch, rgba));
     } else {
       TM_RETURN_IF_ERROR(render_by_bands(matrix, args.params, max_threads, rgba));
     }

@@ -5,9 +5,9 @@
 // v = 2^c (A q - B) with integers A = D sc 2^(a-c), B = M m 2^(b-c) (d = D 2^a, dmin = M 2^b,
 // c = min(a, b)), exactly so when |B| and |15A - B| are at most 2^24; then a row's sums are
 // integer formulas in each sub-block's Σq and Σq², exact while Σ|v| and Σv² stay below 2^53 in
-// units of 2^c_min. The CPU backend proves the same things (cpu_tile_stats_q4_k.h); a row whose
-// proof fails is summed element by element in the canonical order instead, so every row gives
-// the CPU's bits either way.
+// units of 2^c_min. The CPU backend proves the same things (cpu/tile_stats/quantized.h); a row
+// whose proof fails is summed element by element in the canonical order instead, so every row
+// gives the CPU's bits either way.
 //
 // Layout: one lane per super-block. G = T / 256 lanes per row, S = 32 / G rows per warp unit (the
 // fast kernel's units and partials); lane k0 of a row sums super-block k0 of the row's segment, a

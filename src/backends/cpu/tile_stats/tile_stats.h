@@ -1,20 +1,92 @@
 // tm.tile_stats@1 on the CPU: work items over oneTBB, SIMD row kernels per instruction set.
+// The first part is the entry point; the rest is the contract between the work splitting
+// (tile_stats.cpp) and the item kernels (kernels.h, compiled per instruction set).
 #pragma once
 
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <type_traits>
+#include <vector>
 
 #include "backends/cpu/cpu_dispatch.h"
-#include "backends/cpu/cpu_file_reads.h"
-#include "backends/cpu/cpu_scratch_buffer.h"
 #include "compute/ops/reference.h"
 #include "tensormorph/c/plugin.h"
-#include "tensormorph/mapped_file.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::cpu {
+
+struct CallScratch;
+
+/// Scratch memory of finished tile_stats calls, for the next calls of the same backend instance.
+/// Indexing calls tile_stats once per tensor band: scratch allocated afresh each time would go
+/// back to the system after the call and be page-faulted in again by the next, a page at a time,
+/// which on a virtual machine costs more than the arithmetic on the page. Calls running at once
+/// take separate sets; a set grown past kMaxBytes is freed instead of kept, and at most kMaxSets
+/// are kept. Thread-safe.
+class ScratchPool {
+ public:
+  /// An empty pool: sets are made by the first calls.
+  ScratchPool();
+  /// Frees the kept sets; no call may be running.
+  ~ScratchPool();
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+
+  /// A set for one call, with room for `threads` arena slots and no recorded failures.
+  std::unique_ptr<CallScratch> take(size_t threads);
+  /// Returns a set once its call has finished.
+  void give_back(std::unique_ptr<CallScratch> scratch);
+
+ private:
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+  static constexpr size_t kMaxSets = 4;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<CallScratch>> free_;
+};
+
+/// Work-splitting knobs; the defaults suit production, tests shrink them to exercise every path.
+struct TileStatsTuning {
+  uint64_t target_item_bytes = 0;  ///< storage bytes per work item (0: from the input size)
+};
+
+/// tm.tile_stats@1: validates like the reference, then computes `out` (one per tile, row-major)
+/// with at most `max_threads` threads (0: all) and the kernels of `isa`, bit-identical to
+/// tile_stats_reference. Scratch comes from, and goes back to, `pool`.
+Status tile_stats(ScratchPool& pool, const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning = {});
+
+// ---- Between the work splitting and the kernels ---------------------------------------------
+
+/// An array whose contents the caller always writes before reading: growing it neither copies the
+/// old elements nor zero-fills the new ones, as std::vector::resize would for slot arrays that
+/// the kernels overwrite anyway.
+template <typename T>
+class ScratchBuffer {
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  /// At least `count` elements of unspecified value, valid until the next call that grows it.
+  T* at_least(size_t count) {
+    if (count > capacity_) {
+      data_.reset();  // before the new allocation: the old contents are not kept
+      data_.reset(new T[count]);  // default-initialised: no fill
+      capacity_ = count;
+    }
+    return data_.get();
+  }
+  /// The elements, or nullptr before the first at_least.
+  T* data() const { return data_.get(); }
+  /// Elements held.
+  size_t capacity() const { return capacity_; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
 
 /// Finite-value statistics of some rows of one tile, merged exactly in any order.
 struct TilePartial {
@@ -95,30 +167,5 @@ struct TileStatsKernels {
 
 /// The kernels compiled for `isa` (which must be supported by this CPU).
 const TileStatsKernels& tile_stats_kernels(Isa isa);
-
-/// Items of at least this many bytes whose rows are one run of the file may copy it with pread
-/// (smaller ones read the mapping: a system call would cost more than it could save).
-inline constexpr uint64_t kMinFileReadBytes = uint64_t{64} << 10;
-
-/// Items that take the pread path copy and process their rows in pieces of at most this many bytes
-/// (at least one row): the copy is still in L2 when the kernel reads it, and a thread's buffer is
-/// a quarter of an item. With whole 1 MiB items the buffer's first touch alone (256 page faults,
-/// 3 ms on the development VM) cost 5-10% of indexing a 0.8 GB file.
-inline constexpr uint64_t kFilePieceBytes = uint64_t{256} << 10;
-
-/// Work-splitting knobs; the defaults suit production, tests shrink them to exercise every path.
-struct TileStatsTuning {
-  uint64_t target_item_bytes = 0;  ///< storage bytes per work item (0: from the input size)
-  FileReads file_reads = FileReads::kMeasure;  ///< whether items of a file-backed matrix use pread
-  uint64_t min_file_read_bytes = kMinFileReadBytes;  ///< smaller items always read the mapping
-  uint64_t file_piece_bytes = kFilePieceBytes;  ///< bytes per pread copy (whole rows, at least one)
-};
-
-/// tm.tile_stats@1: validates like the reference, then computes `out` (one per tile, row-major)
-/// with at most `max_threads` threads (0: all), bit-identical to tile_stats_reference. `file`,
-/// when it names a descriptor, holds matrix.bytes at its offset (see cpu_file_reads.h).
-Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
-                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning = {},
-                  FileRegion file = {});
 
 }  // namespace tensormorph::cpu

@@ -1,5 +1,6 @@
-// The tile-statistics hot loop, written once over portable vectors and instantiated per
-// instruction set by cpu_tile_stats_isa.cpp. Include only from there.
+// The tile-statistics item kernels, written once over portable vectors and compiled per
+// instruction set by the kernels_*.cpp units (TM_DEFINE_TILE_KERNELS at the end). Include only
+// from there (and from tests that call a kernel piece directly).
 //
 // Fast path: it assumes every value is finite. Each row segment's slots are summed with the
 // canonical halving tree of docs/COMPUTE.md (vector k of T/8 pairs with vector k + T/16, the
@@ -18,11 +19,14 @@
 #include <new>
 #include <type_traits>
 
-#include "backends/cpu/cpu_simd.h"
-#include "backends/cpu/cpu_tile_stats.h"
+#include "backends/cpu/tile_stats/quantized.h"
+#include "backends/cpu/tile_stats/simd.h"
+#include "backends/cpu/tile_stats/tile_stats.h"
+#include "compute/ops/reference.h"
 #include "core/decode/decode_internal.h"
+#include "tensormorph/decode.h"
 
-// See cpu_simd.h: vectors only travel between always_inline functions.
+// See simd.h: vectors only travel between always_inline functions.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -82,13 +86,12 @@ struct HalfBits {
 /// Statistics of 16-bit float storage (bfloat16, half) observed on the stored bits, in one pass
 /// over each segment ahead of its tree; the leaves then only widen. `Words` is the instruction
 /// set's widest vector of 16-bit lanes (32 with AVX-512, 16 with AVX2) and `WordPairs` the same
-/// bytes as 32-bit lanes. Observing the widened floats at the leaves takes 8 lanes per operation
-/// and measured ~1.17x slower on one Zen 4 core. (The same pass over float32 storage, 16 lanes,
-/// measured 6% slower than observing at the leaves, so float32 keeps LaneStats.) Both formats
-/// are sign-magnitude: order_key's formula on 16 bits orders them, NaN beyond ±Inf.
-/// A vector wider than the instruction set's (64 bytes under AVX2) is not split cleanly by GCC 12:
-/// its selects went lane by lane through general registers, 10 instructions per element, and
-/// made AVX2's BF16 and F16 indexing about 3x slower than AVX-512's (session 14).
+/// bytes as 32-bit lanes: observing the widened floats at the leaves would take 8 lanes per
+/// operation instead of 16 or 32. (Float32 storage keeps LaneStats: its keys are 32 bits, so a
+/// separate pass would at most double the lanes and would read each segment twice.) Both formats
+/// are sign-magnitude: order_key's formula on 16 bits orders them, NaN beyond ±Inf. `Words` is
+/// never wider than the instruction set's registers: GCC lowers the selects of a wider vector
+/// lane by lane through general registers.
 template <typename Format, typename Words, typename WordPairs>
 struct StoredStats {
   static constexpr int kWords = sizeof(Words) / sizeof(int16_t);  ///< 16-bit lanes per vector
@@ -471,9 +474,8 @@ TM_CPU_INLINE Stats& lane_stats(std::byte* lanes, uint32_t t) {
 }
 
 /// Runs f on tile t's statistics: statistics the tree's leaves update go through a copy held in
-/// registers (in memory each leaf's update would be a store: F32 measured 10% slower); the others
-/// are updated in place (copying StoredStats in and out per segment stalled on store forwarding,
-/// 8% of a profile).
+/// registers (in memory each leaf's update would be a store); the others are updated in place
+/// (copying StoredStats in and out once per segment stalls on store forwarding).
 template <typename Stats, typename F>
 TM_CPU_INLINE void with_lane_stats(std::byte* lanes, uint32_t t, const F& f) {
   if constexpr (Stats::kAtLeaves) {
@@ -526,10 +528,9 @@ TM_CPU_INLINE void one_row(const ItemSpec& item, double* tree, const Rows& rows,
 inline constexpr uint64_t kPrefetchBytes = 16384;
 
 /// Runs `item` over segments read in place from storage of `Src`. Float32 rows are prefetched
-/// ahead: its kernel ran from DRAM at half its in-cache speed (one core 12 GB/s against 23), the
-/// hardware prefetcher's streams ending at every 4 KiB page; with the prefetch one core reads
-/// 15-16 GB/s and two 29-31 against 23. The 16-bit floats are not: they already run from DRAM at
-/// ~90% of their in-cache speed, and the prefetch measured 3-8% slower there.
+/// ahead: the hardware prefetcher's streams end at every 4 KiB page, and float32, the most bytes
+/// per element, is the storage that waits for memory. The 16-bit floats are not: their kernels
+/// run from DRAM close to their in-cache speed, and the prefetch instructions only add work.
 template <typename Src>
 TM_CPU_INLINE void process_direct(const ItemSpec& item, KernelScratch& scratch) {
   double* tree = scratch.tree(item.tile);
@@ -592,68 +593,46 @@ TM_CPU_INLINE void process_decoded(const ItemSpec& item, KernelScratch& scratch,
   }
 }
 
-// ---- Block decoders, bit-identical to src/core/decode (same float operations, same order) -----
+// ---- The exact-sum shortcuts' skeleton (the block types' policies: quantized.h) ---------------
 
-/// Q8_0: 34-byte blocks, fp16 d then 32 int8 quants; value = float(q) * d.
-TM_CPU_INLINE void decode_q8_0(const std::byte* src, uint64_t blocks, float* out) {
-  for (uint64_t b = 0; b < blocks; ++b, src += 34, out += 32) {
-    const float d = decode_internal::half_bits_to_float(decode_internal::load_u16(src));
-    for (uint32_t h = 0; h < 2; ++h) {
-      f32x8 lo, hi;
-      widen16(__builtin_convertvector(load<i8x16>(src + 2 + 16 * h), i16x16), lo, hi);
-      store(out + 16 * h, lo * d);
-      store(out + 16 * h + 8, hi * d);
+/// The row sum and sum of squares of a segment of `blocks` whole blocks of `Blocks` by its exact
+/// shortcut, observing its values into `stats`; false, with `stats` untouched, when the proof
+/// does not hold for the segment (then the tree runs).
+template <typename Blocks, typename Cvt>
+TM_CPU_INLINE bool exact_segment(const std::byte* src, uint64_t blocks, LaneStats& stats, double& sum,
+                                 double& sum_sq) {
+  typename Blocks::Partial p;
+  uint64_t first = 0;
+  for (; first + Blocks::kGroup <= blocks; first += Blocks::kGroup) {
+    if (!Blocks::template add<Cvt, true>(src + first * Blocks::kBytes, Blocks::kGroup, p)) return false;
+  }
+  if constexpr (Blocks::kGroup > 1) {
+    if (first < blocks &&
+        !Blocks::template add<Cvt, false>(src + first * Blocks::kBytes, static_cast<uint32_t>(blocks - first), p)) {
+      return false;
     }
   }
+  ExactSums exact;
+  if (!Blocks::template finish<Cvt>(p, exact)) return false;
+  if (exact.sum == 0 || exact.squares == 0) return false;  // the tree decides the sign of a zero
+  sum = exact.sum;
+  sum_sq = exact.squares;
+  stats.min_key = min(stats.min_key, exact.min_key);
+  stats.max_key = max(stats.max_key, exact.max_key);
+  stats.minus_zeros += exact.minus_zeros;
+  return true;
 }
 
-/// Q4_K: 144-byte super-blocks of 256; see decode_ggml_kquants.cpp for the layout.
-TM_CPU_INLINE void decode_q4_k(const std::byte* src, uint64_t blocks, float* out) {
-  for (uint64_t b = 0; b < blocks; ++b, src += 144, out += 256) {
-    const float d = decode_internal::half_bits_to_float(decode_internal::load_u16(src));
-    const float dmin = decode_internal::half_bits_to_float(decode_internal::load_u16(src + 2));
-    const std::byte* packed = src + 4;
-    const std::byte* qs = src + 16;
-    for (uint32_t p = 0; p < 4; ++p) {
-      uint32_t scale[2], minimum[2];
-      for (uint32_t h = 0; h < 2; ++h) {
-        const uint32_t j = 2 * p + h;
-        const auto byte = [packed](uint32_t i) { return static_cast<uint32_t>(packed[i]); };
-        if (j < 4) {
-          scale[h] = byte(j) & 63u;
-          minimum[h] = byte(j + 4) & 63u;
-        } else {
-          scale[h] = (byte(j + 4) & 0xfu) | ((byte(j - 4) >> 6) << 4);
-          minimum[h] = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-        }
-      }
-      const float d_lo = d * static_cast<float>(scale[0]);
-      const float m_lo = dmin * static_cast<float>(minimum[0]);
-      const float d_hi = d * static_cast<float>(scale[1]);
-      const float m_hi = dmin * static_cast<float>(minimum[1]);
-      for (uint32_t g = 0; g < 2; ++g) {
-        const u8x16 q = load<u8x16>(qs + 32 * p + 16 * g);
-        f32x8 lo0, lo1, hi0, hi1;
-        widen16(__builtin_convertvector(q & 0xf, i16x16), lo0, lo1);
-        widen16(__builtin_convertvector(q >> 4, i16x16), hi0, hi1);
-        store(out + 64 * p + 16 * g, d_lo * lo0 - m_lo);
-        store(out + 64 * p + 16 * g + 8, d_lo * lo1 - m_lo);
-        store(out + 64 * p + 32 + 16 * g, d_hi * hi0 - m_hi);
-        store(out + 64 * p + 32 + 16 * g + 8, d_hi * hi1 - m_hi);
-      }
-    }
-  }
-}
-
-// ---- The exact-sum shortcuts' driver (cpu_tile_stats_q8_0.h, cpu_tile_stats_q4_k.h) ---------------
-
-/// Items of a block type with an exact shortcut (kBlockElems elements in kBlockBytes bytes):
-/// segments of large, block-aligned tiles try `exact(src, blocks, stats, sum, sum_sq)`; the
-/// others (and small tiles), and every segment the shortcut refuses, decode and run the tree.
-template <typename F32, uint32_t kBlockElems, uint32_t kBlockBytes, typename Exact, typename Decode>
-TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& scratch, const Exact& exact,
-                                         const Decode& decode) {
-  if (item.tile <= kTileByTileMax || item.tile % kBlockElems != 0 || item.col_begin % kBlockElems != 0) {
+/// Items of a block type with an exact shortcut: segments of large, block-aligned tiles try
+/// exact_segment; the others (and small tiles), and every segment the shortcut refuses, decode
+/// and run the tree.
+template <typename F32, typename Blocks>
+TM_CPU_INLINE void process_quantized(const ItemSpec& item, KernelScratch& scratch) {
+  constexpr uint32_t kElems = Blocks::kElems;
+  const auto decode = [](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) {
+    Blocks::decode(src, blocks, out);
+  };
+  if (item.tile <= kTileByTileMax || item.tile % kElems != 0 || item.col_begin % kElems != 0) {
     process_decoded<F32>(item, scratch, decode);
     return;
   }
@@ -666,15 +645,15 @@ TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& sc
       const uint64_t col = item.col_begin + uint64_t{t} * item.tile;
       const uint32_t w = tile_width(item, t);
       const uint64_t slot = uint64_t{t} * item.slot_stride + (r - item.band_row_begin);
-      const std::byte* src = row + col / kBlockElems * kBlockBytes;
+      const std::byte* src = row + col / kElems * Blocks::kBytes;
       // The shortcut merges three vectors into the tile's statistics in place; only the tree,
       // which updates them at every leaf, works on a copy in registers.
-      if (w % kBlockElems == 0 &&
-          exact(src, w / kBlockElems, lane_stats<LaneStats>(lanes, t), item.row_sums[slot], item.row_squares[slot])) {
+      if (w % kElems == 0 && exact_segment<Blocks, typename F32::Cvt>(src, w / kElems, lane_stats<LaneStats>(lanes, t),
+                                                                     item.row_sums[slot], item.row_squares[slot])) {
         continue;
       }
       with_lane_stats<LaneStats>(lanes, t, [&](LaneStats& stats) __attribute__((always_inline)) {
-        decode(src, (w + kBlockElems - 1) / kBlockElems, values);
+        decode(src, (w + kElems - 1) / kElems, values);
         row_segment<F32>(values, w, item.tile, stats, tree, item.row_sums[slot], item.row_squares[slot]);
       });
     }
@@ -682,6 +661,58 @@ TM_CPU_INLINE void process_exact_or_tree(const ItemSpec& item, KernelScratch& sc
   fold_lanes<LaneStats>(item, lanes);
 }
 
+// ---- What the kernel table holds besides the item kernels -----------------------------------
+
+/// ops::halving_sum over `count` (a power of two) slots in place, the levels wider than a vector
+/// in vectors (each level's additions are independent, so any grouping of them gives its bits),
+/// the last ones by ops::halving_sum itself.
+TM_CPU_INLINE double halving_slots(double* slots, uint64_t count) {
+  for (; count > kLanes; count /= 2) {
+    const uint64_t half = count / 2;
+    for (uint64_t i = 0; i < half; i += kLanes) {
+      store(slots + i, load<f64x8>(slots + i) + load<f64x8>(slots + i + half));
+    }
+  }
+  return ops::halving_sum(std::span<double>(slots, count));
+}
+
+/// decode_to_f32 for the dtypes without a dedicated kernel.
+inline void generic_decode(const ItemSpec& item, KernelScratch& scratch, const std::byte* src, uint64_t blocks,
+                           float* out) {
+  const uint64_t elems = blocks * item.block_elems;
+  Status status = decode_to_f32(item.dtype, std::span<const std::byte>(src, blocks * item.block_bytes), elems, out);
+  if (!status.ok()) scratch.fail(std::move(status));
+}
+
 }  // namespace tensormorph::cpu::tile_kernel
 
 #pragma GCC diagnostic pop
+
+/// Defines PREFIX_kernels, the TileStatsKernels of function attribute TARGET and converter CVT
+/// (simd.h), inside namespace tensormorph::cpu: one expansion per instruction set, each of which
+/// compiles the always_inline templates above for its own target.
+#define TM_DEFINE_TILE_KERNELS(PREFIX, TARGET, CVT)                                                             \
+  TARGET void PREFIX##_f32(const ItemSpec& item, KernelScratch& scratch) {                                    \
+    tile_kernel::process_direct<simd::F32Source<CVT>>(item, scratch);                                         \
+  }                                                                                                           \
+  TARGET void PREFIX##_bf16(const ItemSpec& item, KernelScratch& scratch) {                                   \
+    tile_kernel::process_direct<simd::BF16Source<CVT>>(item, scratch);                                        \
+  }                                                                                                           \
+  TARGET void PREFIX##_f16(const ItemSpec& item, KernelScratch& scratch) {                                    \
+    tile_kernel::process_direct<simd::F16Source<CVT>>(item, scratch);                                         \
+  }                                                                                                           \
+  TARGET void PREFIX##_q8_0(const ItemSpec& item, KernelScratch& scratch) {                                   \
+    tile_kernel::process_quantized<simd::F32Source<CVT>, tile_kernel::Q8_0Blocks>(item, scratch);             \
+  }                                                                                                           \
+  TARGET void PREFIX##_q4_k(const ItemSpec& item, KernelScratch& scratch) {                                   \
+    tile_kernel::process_quantized<simd::F32Source<CVT>, tile_kernel::Q4_KBlocks>(item, scratch);             \
+  }                                                                                                           \
+  TARGET void PREFIX##_generic(const ItemSpec& item, KernelScratch& scratch) {                                \
+    tile_kernel::process_decoded<simd::F32Source<CVT>>(                                                       \
+        item, scratch, [&](const std::byte* src, uint64_t blocks, float* out) __attribute__((always_inline)) { \
+          tile_kernel::generic_decode(item, scratch, src, blocks, out);                                       \
+        });                                                                                                   \
+  }                                                                                                           \
+  TARGET double PREFIX##_halving(double* slots, uint64_t count) { return tile_kernel::halving_slots(slots, count); } \
+  const TileStatsKernels PREFIX##_kernels = {&PREFIX##_f32,  &PREFIX##_bf16,    &PREFIX##_f16,    &PREFIX##_q8_0, \
+                                             &PREFIX##_q4_k, &PREFIX##_generic, &PREFIX##_halving};

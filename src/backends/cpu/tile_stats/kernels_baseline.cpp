@@ -1,5 +1,6 @@
-// Tile-statistics kernels for the baseline instruction set, and the per-ISA kernel table choice.
-#include "backends/cpu/cpu_tile_stats_isa.h"
+// Tile-statistics kernels for the baseline instruction set, and the choice of kernel table by
+// instruction set.
+#include "backends/cpu/tile_stats/kernels.h"
 
 // Instantiations below inline vector-returning helpers; no vector crosses a real call.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -7,7 +8,9 @@
 namespace tensormorph::cpu {
 
 #if TM_CPU_X86_TARGETS
+/// The AVX2 kernel table (kernels_avx2.cpp).
 const TileStatsKernels& avx2_tile_stats_kernels();
+/// The AVX-512 kernel table (kernels_avx512.cpp).
 const TileStatsKernels& avx512_tile_stats_kernels();
 #endif
 

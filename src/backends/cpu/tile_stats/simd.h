@@ -1,6 +1,6 @@
-// Portable SIMD vocabulary for the CPU kernels: GCC/Clang vector extensions, compiled once per
-// instruction set through target attributes (see cpu_dispatch.h), so one binary runs anywhere.
-// Everything here is always_inline so that it takes on the instruction set of its caller.
+// Portable SIMD vocabulary for the tile-statistics kernels: GCC/Clang vector extensions, compiled
+// once per instruction set through target attributes (see cpu_dispatch.h), so one binary runs
+// anywhere. Everything here is always_inline so that it takes on the instruction set of its caller.
 #pragma once
 
 #include <bit>
@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "backends/cpu/cpu_dispatch.h"
-#include "backends/cpu/cpu_order_key.h"
 
 #if TM_CPU_X86_TARGETS
 #include <immintrin.h>  // declares the __builtin_ia32_* used by the x86 conversions below
@@ -51,6 +50,17 @@ typedef double f64x2 __attribute__((vector_size(16)));
 
 /// Elements per vector in every kernel.
 inline constexpr uint32_t kLanes = 8;
+
+/// The float whose order key (order_key below) is `key`: the key formula is its own inverse.
+inline float float_from_key(int32_t key) {
+  const int32_t b = key ^ ((key >> 31) & 0x7fffffff);
+  return std::bit_cast<float>(b);
+}
+
+/// The key of +Inf; larger keys are +NaN.
+inline constexpr int32_t kKeyPosInf = 0x7f800000;
+/// The key of -Inf; smaller keys are -NaN.
+inline constexpr int32_t kKeyNegInf = static_cast<int32_t>(0xff800000u ^ 0x7fffffffu);
 
 /// Unaligned load of a vector from `p`.
 template <typename V>

@@ -3,13 +3,12 @@
 // The view is cut into items of about target_item_bytes of storage. An item covers some rows of
 // one tile band over several tile columns: for tiles walked row by row (T > kTileByTileMax) as
 // many columns as fit, so that an item reads long contiguous runs of memory (items one tile wide
-// read 1 KiB runs at a stride of a whole row, which streams from DRAM about three times slower).
+// would read 1 KiB runs at a stride of a whole row, which streams from DRAM far slower).
 // When an item holds all rows of its tiles, the thread that ran it finishes them; otherwise the
 // row sums land in shared slot arrays and the tiles are finished after all items ran. Either
 // way each sum is the canonical halving tree, so the thread count and the visiting order never
-// change a bit. Items spanning whole rows of a file-backed matrix may first copy their rows with
-// pread (cpu_file_reads.h); the kernel then reads the copy, the same bytes.
-#include "backends/cpu/cpu_tile_stats.h"
+// change a bit.
+#include "backends/cpu/tile_stats/tile_stats.h"
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -17,14 +16,38 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 
-#include "backends/cpu/cpu_order_key.h"
-#include "backends/cpu/cpu_tile_stats_scratch.h"
+#include "backends/cpu/tile_stats/simd.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
+
+/// Per-thread state: kernel scratch, and the slots of items that own whole tiles.
+struct ThreadState {
+  KernelScratch scratch;
+  ScratchBuffer<double> sums, squares;
+  std::vector<TilePartial> partials;
+};
+
+/// Items split tiles by rows: slot arrays and partials shared by all items of a tile.
+struct SharedSlots {
+  ScratchBuffer<double> sums, squares;  ///< [tile index][tile]
+  std::vector<TilePartial> partials;  ///< [row chunk][tile index]
+};
+
+/// Everything one call uses: the shared slots and a ThreadState per slot of its task arena.
+/// Reused buffers are not cleared: every slot a tile finishes with is written by the item that
+/// owns its row, and partials are reset by each call.
+struct CallScratch {
+  SharedSlots shared;
+  std::vector<std::unique_ptr<ThreadState>> threads;  ///< by tbb::this_task_arena::current_thread_index()
+
+  /// Bytes held by all buffers.
+  size_t bytes() const;
+  /// The state of the calling thread, created on its first use.
+  ThreadState& local();
+};
 
 namespace {
 
@@ -114,62 +137,7 @@ struct Job {
   ItemKernel kernel;
   HalvingKernel halving;
   uint64_t row_bytes;
-  FileRegion file;  ///< descriptor -1 when the items read only the mapping
-  FileReads file_reads;
-  uint64_t min_file_read_bytes;
-  uint64_t file_piece_bytes;
 };
-
-/// Runs the kernel on `item`, its rows first copied from the file when that path is taken
-/// (cpu_file_reads.h). Only items that span whole rows can: their rows are one run of the file.
-/// False, with the failure recorded in the thread's scratch, when the file could not be read.
-bool run_item(const Job& job, ItemSpec item, ThreadState& state) {
-  const uint64_t bytes = (item.row_end - item.row_begin) * job.row_bytes;
-  if (job.file.descriptor < 0 || item.col_begin != 0 || item.col_end != job.matrix.cols ||
-      bytes < job.min_file_read_bytes) {
-    job.kernel(item, state.scratch);
-    return true;
-  }
-  ReadPathChooser& chooser = ReadPathChooser::instance();
-  const bool measure = job.file_reads == FileReads::kMeasure;
-  const bool explorer = tbb::this_task_arena::current_thread_index() == 0;  // the calling thread
-  const ReadPathChooser::Pick pick =
-      measure ? chooser.next(job.matrix.dtype, explorer) : ReadPathChooser::Pick{ReadPath::kFile, false};
-  // Only the explorer's items are timed: both paths on one thread, against the same background
-  // (another thread's timings on the chosen path would include the explorer's copies slowing it).
-  const auto start = std::chrono::steady_clock::now();
-  bool fair = true;
-  if (pick.path == ReadPath::kMapping) {
-    job.kernel(item, state.scratch);
-  } else {
-    // The kernels merge each piece's rows into the item's slots and partials, as they do for the
-    // row chunks of a band, so the pieces give the item's result bit for bit.
-    const uint64_t piece_rows = std::max<uint64_t>(1, job.file_piece_bytes / job.row_bytes);
-    const uint64_t piece_bytes = std::min(bytes, piece_rows * job.row_bytes);
-    const uint64_t lines = (piece_bytes + sizeof(StagingLine) - 1) / sizeof(StagingLine);
-    fair = lines <= state.staging.capacity();  // a buffer grown now faults its pages in: no fair timing
-    std::byte* stage = state.staging.at_least(lines)->bytes;
-    ItemSpec piece = item;
-    for (uint64_t row = item.row_begin; row < item.row_end; row += piece_rows) {
-      piece.row_begin = row;
-      piece.row_end = std::min(item.row_end, row + piece_rows);
-      Status copied = copy_from_file(job.file.descriptor, job.file.offset + row * job.row_bytes, stage,
-                                     (piece.row_end - row) * job.row_bytes);
-      if (!copied.ok()) {
-        state.scratch.fail(std::move(copied));
-        return false;
-      }
-      // The kernels address row r at data + r * row_bytes: point data `row` rows before the copy.
-      piece.data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(stage) - row * job.row_bytes);
-      job.kernel(piece, state.scratch);
-    }
-  }
-  if (pick.timed && fair) {
-    const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
-    chooser.record(job.matrix.dtype, pick.path, bytes, took.count());
-  }
-  return true;
-}
 
 /// The statistics of tile (ti, tj) from its merged partial and its row slots.
 TM_TileStats finish_tile(const Job& job, uint64_t ti, uint64_t tj, const TilePartial& partial, double* sums,
@@ -224,7 +192,7 @@ void run_whole_tiles(const Job& job, uint64_t ti, uint64_t tj, ThreadState& stat
   item.row_sums = state.sums.at_least(slots);
   item.row_squares = state.squares.at_least(slots);
   item.partials = state.partials.data();
-  if (!run_item(job, item, state)) return;  // the call fails: nothing to finish
+  job.kernel(item, state.scratch);
   for (uint32_t t = 0; t < item.tiles; ++t) {
     job.out[ti * job.plan.grid.cols + tj + t] =
         finish_tile(job, ti, tj + t, state.partials[t], item.row_sums + size_t{t} * item.slot_stride,
@@ -247,7 +215,7 @@ void run_row_chunk(const Job& job, uint64_t ti, uint32_t chunk, uint64_t tj, Sha
   item.row_squares = shared.squares.data() + tile_index * job.tile;
   item.slot_stride = job.tile;
   item.partials = shared.partials.data() + chunk * job.plan.grid.count() + tile_index;
-  run_item(job, item, state);
+  job.kernel(item, state.scratch);
 }
 
 void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared) {
@@ -265,9 +233,8 @@ void finish_shared_tile(const Job& job, uint64_t tile_index, SharedSlots& shared
 
 }  // namespace
 
-Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
-                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning,
-                  FileRegion file) {
+Status tile_stats(ScratchPool& pool, const ops::MatrixView& matrix, const ops::ViewRange& range, uint32_t tile,
+                  std::span<TM_TileStats> out, uint32_t max_threads, Isa isa, TileStatsTuning tuning) {
   TM_RETURN_IF_ERROR(ops::check_tile_stats_args(matrix, range, tile, out.size()));
   if (!dtype_decodable(matrix.dtype)) return Status::Unsupported(std::string(dtype_not_decodable_reason(matrix.dtype)));
   if (!isa_supported(isa)) {
@@ -280,10 +247,8 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   arena.initialize();
   const auto threads = static_cast<uint32_t>(arena.max_concurrency());
   const Job job{matrix, range, tile, out, make_plan(matrix, range, tile, threads, tuning),
-                pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes,
-                tuning.file_reads == FileReads::kNever ? FileRegion{} : file, tuning.file_reads,
-                tuning.min_file_read_bytes, tuning.file_piece_bytes};
-  std::unique_ptr<CallScratch> scratch = ScratchPool::instance().take(threads);
+                pick_kernel(tile_stats_kernels(isa), matrix.dtype), tile_stats_kernels(isa).halving, row_bytes};
+  std::unique_ptr<CallScratch> scratch = pool.take(threads);
   const uint64_t items = job.plan.items();
 
   if (job.plan.row_chunks == 1) {
@@ -326,8 +291,81 @@ Status tile_stats(const ops::MatrixView& matrix, const ops::ViewRange& range, ui
   for (const auto& state : scratch->threads) {
     if (state && !state->scratch.status().ok() && status.ok()) status = state->scratch.status();
   }
-  ScratchPool::instance().give_back(std::move(scratch));
+  pool.give_back(std::move(scratch));
   return status;
+}
+
+// ---- Scratch ---------------------------------------------------------------------------------
+
+float* KernelScratch::decoded(uint64_t count) { return decoded_.at_least(count); }
+
+double* KernelScratch::tree(uint32_t tile) {
+  const size_t need = size_t{tile} / 2 + 16;  // two quarter-size vector arrays (row_segment)
+  return tree_.at_least(need);
+}
+
+std::byte* KernelScratch::lane_stats(uint64_t bytes) {
+  const uint64_t units = (bytes + sizeof(LaneUnit) - 1) / sizeof(LaneUnit);
+  return lanes_.at_least(units)->bytes;
+}
+
+void KernelScratch::fail(Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
+size_t KernelScratch::bytes() const {
+  return decoded_.capacity() * sizeof(float) + tree_.capacity() * sizeof(double) + lanes_.capacity() * sizeof(LaneUnit);
+}
+
+namespace {
+
+/// Bytes of the slot arrays and partials of a SharedSlots or a ThreadState (the same three members).
+template <typename Slots>
+size_t slot_bytes(const Slots& s) {
+  return (s.sums.capacity() + s.squares.capacity()) * sizeof(double) + s.partials.capacity() * sizeof(TilePartial);
+}
+
+}  // namespace
+
+size_t CallScratch::bytes() const {
+  size_t total = slot_bytes(shared);
+  for (const auto& t : threads) {
+    if (t) total += t->scratch.bytes() + slot_bytes(*t);
+  }
+  return total;
+}
+
+ThreadState& CallScratch::local() {
+  // Arena slots are stable while a task runs, and no two threads of an arena share one.
+  auto& state = threads[static_cast<size_t>(tbb::this_task_arena::current_thread_index())];
+  if (!state) state = std::make_unique<ThreadState>();
+  return *state;
+}
+
+ScratchPool::ScratchPool() = default;
+ScratchPool::~ScratchPool() = default;
+
+std::unique_ptr<CallScratch> ScratchPool::take(size_t threads) {
+  std::unique_ptr<CallScratch> scratch;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      scratch = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  if (!scratch) scratch = std::make_unique<CallScratch>();
+  if (scratch->threads.size() < threads) scratch->threads.resize(threads);
+  for (auto& state : scratch->threads) {
+    if (state) state->scratch.clear_status();
+  }
+  return scratch;
+}
+
+void ScratchPool::give_back(std::unique_ptr<CallScratch> scratch) {
+  if (scratch->bytes() > kMaxBytes) return;
+  const std::lock_guard lock(mutex_);
+  if (free_.size() < kMaxSets) free_.push_back(std::move(scratch));
 }
 
 }  // namespace tensormorph::cpu

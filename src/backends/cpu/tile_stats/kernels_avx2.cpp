@@ -1,5 +1,5 @@
 // Tile-statistics kernels compiled for AVX2 (+F16C).
-#include "backends/cpu/cpu_tile_stats_isa.h"
+#include "backends/cpu/tile_stats/kernels.h"
 
 // Instantiations below inline vector-returning helpers; no vector crosses a real call.
 #pragma GCC diagnostic ignored "-Wpsabi"
