@@ -3,9 +3,9 @@
 # memory, against the device's best sequential read of the same file, in one run:
 #   (a) the checkpoint (7B-llama layer shapes, BF16, written with what it writes dropped from the
 #       page cache as it goes), evicted with POSIX_FADV_DONTNEED (no root needed);
-#   (b) sequential reads of the whole file, evicted before each: one `dd`, four `dd` of a quarter
-#       each in parallel, `fio` with four pread jobs and with io_uring O_DIRECT at queue depth 16;
-#       the best is the yardstick;
+#   (b) sequential reads of the whole file, evicted before each: one `dd`, four and eight `dd` of
+#       a share each in parallel, `fio` with eight O_DIRECT pread jobs and with io_uring O_DIRECT at
+#       queue depth 16, reads of 8 MiB; the best is the yardstick;
 #   (c) a small unrelated file read into the page cache, then `tensormorph index --threads THREADS`
 #       of the evicted checkpoint under /usr/bin/time (wall time, peak RSS), then how much of the
 #       small file and of the checkpoint the page cache still holds;
@@ -84,7 +84,6 @@ echo "storage      $(df --output=source,fstype "$dir" | tail -1 | tr -s ' ')"
 echo "checkpoint   $ckpt: $(awk -v s="$size" -v m="$mem_bytes" 'BEGIN { printf "%.2f GB (%.2f GiB, %.2fx MemTotal)", s / 1e9, s / 2^30, s / m }'), BF16, threads $threads"
 
 # --- (b) the device's sequential reads of the same file ------------------------------------------
-quarter=$(( (size + 3) / 4 ))
 best=0 best_name=""
 measure() {  # NAME COMMAND...: evicts, times the command, prints GB/s of the whole file
   local name=$1; shift
@@ -98,20 +97,26 @@ measure() {  # NAME COMMAND...: evicts, times the command, prints GB/s of the wh
   printf 'read         %-34s %6s GB/s\n' "$name" "$rate"
   if awk -v r="$rate" -v b="$best" 'BEGIN { exit !(r > b) }'; then best=$rate best_name=$name; fi
 }
-dd_parallel() {
-  local pids=() i
-  for ((i = 0; i < 4; i++)); do
-    dd if="$ckpt" of=/dev/null bs=8M iflag=skip_bytes,count_bytes skip=$((i * quarter)) count=$quarter status=none &
+dd_parallel() {  # READERS: that many dd, each of its share of the file
+  local n=$1 share=$(( (size + $1 - 1) / $1 )) pids=() i
+  for ((i = 0; i < n; i++)); do
+    dd if="$ckpt" of=/dev/null bs=8M iflag=skip_bytes,count_bytes,nocache skip=$((i * share)) count=$share status=none &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i"; done
 }
-fio_run() { fio --name=seq --filename="$ckpt" --readwrite=read --bs=8M --size="$quarter" --offset_increment="$quarter" --numjobs=4 \
-              --group_reporting --invalidate=1 "$@"; }
-single_dd() { dd if="$ckpt" of=/dev/null bs=8M status=none; }
-measure "dd, 1 reader, bs=8M" single_dd
-measure "dd, 4 readers in parallel, bs=8M" dd_parallel
-measure "fio psync, 4 jobs, bs=8M" fio_run --ioengine=psync
+fio_jobs() {  # JOBS ARGS...: that many fio jobs, each of its share of the file
+  local n=$1 share=$(( (size + $1 - 1) / $1 ))
+  shift
+  fio --name=seq --filename="$ckpt" --readwrite=read --bs=8M --size="$share" --offset_increment="$share" --numjobs="$n" \
+    --group_reporting --invalidate=1 "$@"
+}
+# Every reference read leaves the page cache as it found it (dd drops behind, fio reads O_DIRECT),
+# as the index does: a 1.2x-memory pass would otherwise flush every other file from it.
+measure "dd, 1 reader, bs=8M, nocache" dd_parallel 1
+measure "dd, 4 readers, bs=8M, nocache" dd_parallel 4
+measure "dd, 8 readers, bs=8M, nocache" dd_parallel 8
+measure "fio psync O_DIRECT, 8 jobs, bs=8M" fio_jobs 8 --ioengine=psync --direct=1
 measure "fio io_uring O_DIRECT, qd 16, bs=8M" fio --name=seq --filename="$ckpt" --readwrite=read --bs=8M --iodepth=16 \
   --ioengine=io_uring --direct=1 --invalidate=1
 echo "best read    $best GB/s ($best_name)"

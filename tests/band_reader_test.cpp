@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/band_reader.h"
+#include "core/quantize/quantize.h"
 #include "engine/compute_session.h"
 #include "engine/tensor_ops.h"
 #include "formats/safetensors/safetensors.h"
@@ -170,7 +171,9 @@ TEST(BandReader, BandsCoverTheExtentsExactlyInOrderAcrossFilesAndSkips) {
   std::vector<BandSource> sources;
   EXPECT_EQ(take_all(**reader, 0, &sources), a.substr(3, 1000000));
   EXPECT_EQ(sources.size(), 4u);
-  if (cold) EXPECT_EQ(sources, std::vector<BandSource>(4, BandSource::kBuffer));
+  if (cold) {
+    EXPECT_EQ(sources, std::vector<BandSource>(4, BandSource::kBuffer));
+  }
   EXPECT_EQ(take_all(**reader, 2), "");
   auto first = (*reader)->next(3);
   ASSERT_TRUE(first.ok() && first->has_value());

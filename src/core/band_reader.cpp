@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -354,7 +355,17 @@ struct BandReader::State {
       band->length = std::min(e.band_bytes, e.length - plan_offset);
       const uint64_t begin = e.offset + plan_offset, end = begin + band->length;
       band->absent = absent_runs(*e.file, begin, end, options.chunk_bytes);
-      if (band->absent.empty() || band->length > options.max_band_bytes) {
+      // A file that shrank after it was mapped may keep pages past its end cached (in a large
+      // folio that could not be split): touching those through the mapping is SIGBUS, while a
+      // read says where the file ends.
+      struct stat st {};
+      const bool shrunk = ::fstat(e.file->descriptor(), &st) != 0 || static_cast<uint64_t>(st.st_size) < end;
+      if (shrunk && band->absent.empty()) band->absent.push_back({align_down(begin, page), align_up(end, page)});
+      if (shrunk && band->length > options.max_band_bytes) {
+        band->error = Status::IoError(e.file->path().string() + ": " + e.what + ": the file ends at offset " +
+                                      std::to_string(st.st_size) + ", within bytes [" + std::to_string(e.offset) + ", " +
+                                      std::to_string(e.offset + e.length) + ") (it was truncated after it was opened)");
+      } else if ((band->absent.empty() || band->length > options.max_band_bytes) && !shrunk) {
         band->source = BandSource::kMapping;
         band->data = e.file->bytes().data() + begin;
       } else {

@@ -69,7 +69,7 @@ struct Band {
 struct BandReaderOptions {
   uint64_t max_band_bytes = 256ull << 20;  ///< largest band read into the ring (it holds two)
   uint64_t chunk_bytes = 8ull << 20;       ///< bytes of one pread; a multiple of the page size
-  uint32_t threads = 4;                    ///< preads in flight
+  uint32_t threads = 8;                    ///< preads in flight
 };
 
 /// What a reader has done so far.
