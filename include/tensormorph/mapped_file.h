@@ -36,6 +36,9 @@ class MappedFile {
   const std::filesystem::path& path() const { return path_; }
   /// Where bytes()[offset] lives in the file (the descriptor stays open as long as this object).
   FileRegion region(uint64_t offset) const { return {descriptor_, offset}; }
+  /// The read-only descriptor it was mapped from, open as long as this object (the host's reads of
+  /// pages the page cache lacks go through it, or through a description of the same file opened from it).
+  int descriptor() const { return descriptor_; }
 
  private:
   MappedFile(std::filesystem::path path, int descriptor, const void* data, uint64_t size)

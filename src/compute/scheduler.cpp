@@ -39,12 +39,7 @@ struct AbiInstance {
   AbiInstance(const OpRequest& request, const std::string& op) {
     for (const auto& in : request.inputs) {
       TM_TensorArg a = tensor_arg(in.dtype, in.shape, in.bytes.size());
-      a.host_data = in.bytes.data();
-      if (in.file.descriptor >= 0) {
-        a.host_file = in.file.descriptor;
-        a.host_file_valid = 1;
-        a.host_file_offset = in.file.offset;
-      }
+      a.host_data = in.bytes.data();  // host memory only: the host_file fields stay zero (ABI 1.2)
       inputs.push_back(a);
     }
     for (const auto& out : request.outputs) {
@@ -304,7 +299,6 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
         }
       }
       abi.inputs[i].host_data = nullptr;
-      abi.inputs[i].host_file_valid = 0;  // the file mirrors host memory, not the device copy
       abi.inputs[i].buffer = buffer;
     }
     bytes_moved += output_bytes(request);

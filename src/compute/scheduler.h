@@ -18,7 +18,6 @@
 #include "compute/placement.h"
 #include "compute/residency.h"
 #include "compute/startup_costs.h"
-#include "tensormorph/mapped_file.h"
 
 namespace tensormorph::compute {
 
@@ -28,7 +27,6 @@ struct InputTensor {
   std::vector<uint64_t> shape;
   std::span<const std::byte> bytes;
   uint64_t residency_key = 0;  ///< identity of the data for residency tracking (0: don't cache copies)
-  FileRegion file;             ///< where `bytes` also lives in a file (descriptor -1: nowhere)
 };
 
 /// An output tensor of a request, written to host memory.

@@ -52,7 +52,7 @@ Result<int> open_regular(const std::filesystem::path& path, uint64_t* size) {
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem::path& path) {
   uint64_t size = 0;
   TM_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));
-  // The descriptor stays open with the mapping: readers may copy the bytes with pread (region()).
+  // The descriptor stays open with the mapping: the host reads what the page cache lacks through it.
   FdCloser closer{fd};
   const void* data = nullptr;
   if (size > 0) {

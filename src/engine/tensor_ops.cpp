@@ -36,12 +36,6 @@ Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& reques
   return Status::Ok();
 }
 
-// The file region of the bytes `skip` bytes into `whole` (none stays none).
-FileRegion band_region(FileRegion whole, uint64_t skip) {
-  if (whole.descriptor >= 0) whole.offset += skip;
-  return whole;
-}
-
 uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
   uint64_t rows = std::max<uint64_t>(1, kBandBytes / std::max<uint64_t>(row_bytes, 1));
   if (rows >= align) rows -= rows % align;
@@ -58,9 +52,26 @@ uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, u
   return h == 0 ? 1 : h;
 }
 
+Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint, const TensorInfo& tensor,
+                                                    uint32_t tile) {
+  if (tensor.elements() == 0 || !tensor.contiguous()) return std::optional<ReadExtent>();
+  const MatrixShape m = as_matrix(tensor);
+  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
+  TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+  if (stored.size() < need) {
+    return Status::FormatError(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) +
+                               " at offset " + std::to_string(tensor.offset) + ": storage shorter than its shape");
+  }
+  TM_ASSIGN_OR_RETURN(auto map, checkpoint.mapped(tensor.file));
+  return std::optional<ReadExtent>(ReadExtent{std::move(map), tensor.offset, need,
+                                              rows_per_band(row_bytes, tile) * row_bytes,
+                                              "tensor " + quoted_name(tensor.name)});
+}
+
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                        const TensorInfo& tensor, uint32_t tile, Records* records,
-                                       uint32_t max_threads, const BandDone& band_done) {
+                                       uint32_t max_threads, const BandDone& band_done, const BandInput& input) {
   const MatrixShape m = as_matrix(tensor);
   PyramidLevel level;
   level.grid = ops::tile_grid({0, m.rows, 0, m.cols}, tile);
@@ -70,25 +81,57 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) + ": " +
                                std::string(dtype_not_decodable_reason(tensor.dtype)));
   }
-  TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
   TM_ASSIGN_OR_RETURN(uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
   const uint64_t band_rows = rows_per_band(row_bytes, tile);
-  for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
-    const uint64_t rows = std::min(band_rows, m.rows - r0);
+  // One operation on rows [r0, r0 + rows), whose stored bytes are `bytes`.
+  auto run_band = [&](std::span<const std::byte> bytes, uint64_t r0, uint64_t rows, uint64_t residency) -> Status {
     const ops::TileGrid grid = ops::tile_grid({0, rows, 0, m.cols}, tile);
     // Bands hold whole tile rows, so each band's tiles are a run of the level's.
     const auto out = std::span(level.tiles).subspan(r0 / tile * level.grid.cols, grid.count());
     compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
-    req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0,
-                          band_region(data.file, r0 * row_bytes)});
+    req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, bytes, residency});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
     req.max_threads = max_threads;
     req.attributes = {{TM_ATTR_ROW_BEGIN, 0, 0}, {TM_ATTR_ROW_END, static_cast<int64_t>(rows), 0}, {TM_ATTR_COL_BEGIN, 0, 0},
                       {TM_ATTR_COL_END, static_cast<int64_t>(m.cols), 0}, {TM_ATTR_TILE, tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
     if (band_done) band_done(rows * row_bytes);
+    return Status::Ok();
+  };
+  if (!tensor.contiguous()) {
+    // A strided view: gathered from the mapping into one copy, then banded like any other.
+    TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+    for (uint64_t r0 = 0; r0 < m.rows; r0 += band_rows) {
+      const uint64_t rows = std::min(band_rows, m.rows - r0);
+      TM_RETURN_IF_ERROR(run_band(data.bytes.subspan(r0 * row_bytes, rows * row_bytes), r0, rows, 0));
+    }
+    return level;
+  }
+  std::unique_ptr<BandReader> own;
+  BandInput from = input;
+  if (from.reader == nullptr) {
+    TM_ASSIGN_OR_RETURN(auto extent, tile_stats_extent(checkpoint, tensor, tile));
+    std::vector<ReadExtent> one;
+    one.push_back(std::move(extent).value());
+    TM_ASSIGN_OR_RETURN(own, BandReader::open(std::move(one)));
+    from = {own.get(), 0};
+  }
+  uint64_t r0 = 0;
+  for (uint64_t band = 0;; ++band) {
+    TM_ASSIGN_OR_RETURN(auto bytes, from.reader->next(from.extent));
+    if (!bytes) break;
+    const uint64_t rows = bytes->bytes.size() / row_bytes;
+    if (bytes->offset != r0 * row_bytes || bytes->bytes.size() != std::min(band_rows, m.rows - r0) * row_bytes) {
+      return Status::Internal("tensor " + quoted_name(tensor.name) + ": band at byte " + std::to_string(bytes->offset) +
+                              " is not the tile statistics band of rows from " + std::to_string(r0));
+    }
+    TM_RETURN_IF_ERROR(run_band(bytes->bytes, r0, rows, residency_key(checkpoint, tensor, band)));
+    r0 += rows;
+  }
+  if (r0 != m.rows) {
+    return Status::Internal("tensor " + quoted_name(tensor.name) + ": bands ended at row " + std::to_string(r0) + " of " +
+                            std::to_string(m.rows));
   }
   return level;
 }
@@ -118,8 +161,7 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          whole_bands ? residency_key(checkpoint, tensor, band) : 0,
-                          band_region(data.file, r0 * row_bytes)});
+                          whole_bands ? residency_key(checkpoint, tensor, band) : 0});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
                            std::as_writable_bytes(std::span(values).subspan((r0 - row_begin) * m.cols, rows * m.cols))});
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
@@ -135,7 +177,7 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   compute::OpRequest req;
   req.op = TM_OP_HISTOGRAM;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
   req.attributes = {{TM_ATTR_LO, 0, lo}, {TM_ATTR_HI, 0, hi}, {TM_ATTR_BINS, static_cast<int64_t>(bins), 0}};
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
@@ -149,7 +191,7 @@ Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, cons
   compute::OpRequest req;
   req.op = TM_OP_EXACT_SUMMARY;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0, data.file});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof summary}, std::as_writable_bytes(std::span(&summary, 1))});
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
   return summary;
@@ -197,8 +239,6 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
   if (tensor.contiguous()) {
     if (stored.size() < need) return Status::FormatError(where() + ": storage shorter than its shape");
     out.bytes = stored.subspan(row_begin * row_bytes, (row_end - row_begin) * row_bytes);
-    TM_ASSIGN_OR_RETURN(const FileRegion whole, checkpoint.tensor_region(tensor));
-    out.file = band_region(whole, row_begin * row_bytes);
     return out;
   }
   const DTypeInfo& info = dtype_info(tensor.dtype);

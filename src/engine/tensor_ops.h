@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/scheduler.h"
+#include "core/band_reader.h"
 #include "engine/pyramid.h"
 #include "tensormorph/checkpoint.h"
 
@@ -26,7 +27,6 @@ inline constexpr uint32_t kDefaultTile = 256;
 struct MatrixRows {
   std::span<const std::byte> bytes;
   std::vector<std::byte> owned;
-  FileRegion file;  ///< where `bytes` lives in its file (descriptor -1 when gathered into `owned`)
 };
 
 /// Rows [row_begin, row_end) of `tensor`'s matrix; FORMAT_ERROR naming the file, tensor and offset
@@ -38,11 +38,28 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
 /// Called after each band of tile statistics with the stored bytes it covered.
 using BandDone = std::function<void(uint64_t bytes)>;
 
+/// The stored bytes tile statistics read for `tensor` at `tile`, as one extent in bands of whole
+/// tile rows (one scheduled operation each); nullopt when there is nothing to read or the bytes are
+/// not one run (a strided view is gathered from the mapping instead). FORMAT_ERROR naming the file,
+/// tensor and offset when the storage is shorter than the shape.
+Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint, const TensorInfo& tensor,
+                                                    uint32_t tile);
+
+/// Where tensor_tile_stats takes a tensor's bands: extent `extent` of `reader`, made from
+/// tile_stats_extent of the same tensor and tile, so that one reader spanning many tensors reads
+/// ahead across them. No reader: a reader of this tensor alone.
+struct BandInput {
+  BandReader* reader = nullptr;
+  size_t extent = 0;
+};
+
 /// Tile statistics of a whole tensor seen as a matrix (see as_matrix), level 0 of its pyramid.
-/// Large tensors are processed in bands of rows, one scheduled operation per band.
+/// Large tensors are processed in bands of rows, one scheduled operation per band, their bytes read
+/// by the host (BandReader: the mapping when cached, reads kept in flight otherwise).
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                        const TensorInfo& tensor, uint32_t tile, Records* records = nullptr,
-                                       uint32_t max_threads = 0, const BandDone& band_done = {});
+                                       uint32_t max_threads = 0, const BandDone& band_done = {},
+                                       const BandInput& input = {});
 
 /// The tensor's values decoded to float32 (row-major), through tm.decode@1.
 Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,

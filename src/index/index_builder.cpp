@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "core/band_reader.h"
 #include "core/cache_dir.h"
 #include "engine/matrix_shape.h"
 #include "engine/tensor_ops.h"
@@ -154,6 +156,22 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
     return Status::Ok();
   };
 
+  // One reader over every tensor to be read, in the order they are read, so that reads run ahead
+  // across tensor boundaries. A tensor without an extent (a strided view, short storage) reads
+  // alone inside tensor_tile_stats, which also reports why it cannot.
+  constexpr size_t kNoExtent = SIZE_MAX;
+  std::vector<size_t> extent_of(checkpoint.tensors().size(), kNoExtent);
+  std::vector<ReadExtent> extents;
+  for (size_t i = 0; i < checkpoint.tensors().size(); ++i) {
+    const TensorInfo& t = checkpoint.tensors()[i];
+    if (reuse[i] != nullptr || !dtype_decodable(t.dtype) || !storable_name(t.name)) continue;
+    auto extent = engine::tile_stats_extent(checkpoint, t, options.tile);
+    if (!extent.ok() || !extent->has_value()) continue;
+    extent_of[i] = extents.size();
+    extents.push_back(std::move(**extent));
+  }
+  TM_ASSIGN_OR_RETURN(auto reader, BandReader::open(std::move(extents)));
+
   auto last_snapshot = Clock::now();
   for (size_t i = 0; i < checkpoint.tensors().size(); ++i) {
     const TensorInfo& t = checkpoint.tensors()[i];
@@ -188,7 +206,9 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
                                            progress.bytes_done += bytes;
                                            progress.seconds = seconds_since(start);
                                            if (options.progress) options.progress(progress);
-                                         });
+                                         },
+                                         extent_of[i] == kNoExtent ? engine::BandInput{}
+                                                                   : engine::BandInput{reader.get(), extent_of[i]});
     progress.bytes_done = before + t.nbytes;
     progress.tensors_done++;
     for (const auto& r : records) report.ops_per_backend[r.backend]++;
