@@ -82,8 +82,6 @@ class Checkpoint {
 
   /// The stored bytes of `tensor`, mapping its file on first use. Fails when the file changed size.
   Result<std::span<const std::byte>> tensor_bytes(const TensorInfo& tensor) const;
-  /// Where tensor_bytes(tensor) lives in its file, for readers that copy it with pread.
-  Result<FileRegion> tensor_region(const TensorInfo& tensor) const;
   /// Decodes the whole tensor to float32 in row-major order (gathers strided views).
   Result<std::vector<float>> decode_f32(const TensorInfo& tensor) const;
   /// The mapping of files()[file], made on first use and shared with tensor_bytes. Fails when

@@ -12,13 +12,6 @@
 
 namespace tensormorph {
 
-/// Where some mapped bytes also live in their file, for readers that copy them with pread instead
-/// of touching the mapping (faster on some machines; see src/backends/cpu/cpu_file_reads.h).
-struct FileRegion {
-  int descriptor = -1;  ///< an open read-only descriptor, owned by the MappedFile; -1: none
-  uint64_t offset = 0;  ///< file offset of the first byte
-};
-
 /// A whole file mapped read-only. Immutable once created, so it is shared by every view into it.
 class MappedFile {
  public:
@@ -34,8 +27,6 @@ class MappedFile {
   uint64_t size() const { return size_; }
   /// The path it was opened with.
   const std::filesystem::path& path() const { return path_; }
-  /// Where bytes()[offset] lives in the file (the descriptor stays open as long as this object).
-  FileRegion region(uint64_t offset) const { return {descriptor_, offset}; }
   /// The read-only descriptor it was mapped from, open as long as this object (the host's reads of
   /// pages the page cache lacks go through it, or through a description of the same file opened from it).
   int descriptor() const { return descriptor_; }

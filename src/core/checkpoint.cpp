@@ -90,12 +90,6 @@ Result<std::span<const std::byte>> Checkpoint::tensor_bytes(const TensorInfo& te
   return map->bytes().subspan(tensor.offset, tensor.nbytes);
 }
 
-Result<FileRegion> Checkpoint::tensor_region(const TensorInfo& tensor) const {
-  TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
-  TM_RETURN_IF_ERROR(check_within(*map, tensor));
-  return map->region(tensor.offset);
-}
-
 Result<std::vector<float>> Checkpoint::decode_f32(const TensorInfo& tensor) const {
   TM_ASSIGN_OR_RETURN(auto bytes, tensor_bytes(tensor));
   const uint64_t count = tensor.elements();

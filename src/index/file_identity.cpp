@@ -18,7 +18,7 @@ Result<FileIdentity> identify_file(const MappedFile& file, const std::filesystem
   // The descriptor the bytes are read through, not the path: a file replaced since it was opened
   // is described as the file that is indexed.
   struct stat st {};
-  if (::fstat(file.region(0).descriptor, &st) != 0) return Status::IoError(file.path().string() + ": cannot stat");
+  if (::fstat(file.descriptor(), &st) != 0) return Status::IoError(file.path().string() + ": cannot stat");
   id.size = static_cast<uint64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   // Hashed in place through the checkpoint's own mapping: reading the head into a fresh buffer
