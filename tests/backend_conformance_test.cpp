@@ -313,6 +313,9 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
           for (const auto& a : c.attributes) attrs.push_back({sizeof(TM_Attribute), a.name.c_str(), a.i, a.f});
           for (Data data : {Data::kWeights, Data::kRandomBits, Data::kSignedZeros}) {
             if (data != Data::kWeights && !c.with_non_finite) continue;
+            // The CPU backend's bits on every kind of data are cpu_backend_test's; here it runs the
+            // cases once, which keeps this test quick under the sanitizers.
+            if (data != Data::kWeights && b.name() == "cpu") continue;
             const auto bytes = case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 +
                                                                         static_cast<uint32_t>(data));
             const ops::CaseTensor& o = c.outputs[0];
