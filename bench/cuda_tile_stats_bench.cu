@@ -369,10 +369,10 @@ int main(int argc, char** argv) {
     scheduler.set_constraints(constraints);
     tmx::compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
-    req.inputs.push_back({TM_DTYPE_BF16, {bf16_case.rows, bf16_case.cols}, bf16_case.bytes, 0x5eedull, {}});
+    req.inputs.push_back({TM_DTYPE_BF16, {bf16_case.rows, bf16_case.cols}, bf16_case.bytes, 0x5eedull});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
-    req.attributes = {{"row_begin", 0, 0}, {"row_end", static_cast<int64_t>(bf16_case.rows), 0}, {"col_begin", 0, 0},
-                      {"col_end", static_cast<int64_t>(bf16_case.cols), 0}, {"tile", tile, 0}};
+    req.attributes = {{TM_ATTR_ROW_BEGIN, 0, 0}, {TM_ATTR_ROW_END, static_cast<int64_t>(bf16_case.rows), 0}, {TM_ATTR_COL_BEGIN, 0, 0},
+                      {TM_ATTR_COL_END, static_cast<int64_t>(bf16_case.cols), 0}, {TM_ATTR_TILE, tile, 0}};
     auto placed = scheduler.run(req);
     if (!placed.ok() || !placed->executed) {
       std::fprintf(stderr, "scheduler: %s\n", placed.ok() ? placed->needs_consent_reason.c_str()
