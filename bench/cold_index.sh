@@ -149,5 +149,5 @@ awk -v r="$rate" -v b="$best" -v rss="$rss_kib" -v ix="$index_bytes" -v pb="$pro
   bound = 2 * 2^30 + ix
   printf "index / best read     %.2f (limit >= 0.90) %s\n", r / b, (r / b >= 0.90 ? "met" : "MISSED")
   printf "peak RSS / bound      %.2f (bound 2 GiB + index = %.3f GiB) %s\n", rss * 1024 / bound, bound / 2^30, (rss * 1024 <= bound ? "met" : "MISSED")
-  printf "small file kept       %.2f of it (limit 1.00) %s\n", (pb > 0 ? pa / pb : 0), (pa >= pb ? "met" : "MISSED")
+  printf "small file kept       %.4f of it (limit 1.0000) %s\n", (pb > 0 ? pa / pb : 0), (pa >= pb ? "met" : "MISSED")
 }'
