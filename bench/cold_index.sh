@@ -105,8 +105,9 @@ dd_parallel() {  # READERS: that many dd, each of its share of the file
   done
   for i in "${pids[@]}"; do wait "$i"; done
 }
-fio_jobs() {  # JOBS ARGS...: that many fio jobs, each of its share of the file
-  local n=$1 share=$(( (size + $1 - 1) / $1 ))
+fio_jobs() {  # JOBS ARGS...: that many fio jobs, each of its share of the file (whole MiB for
+  # O_DIRECT: the few MiB left at the end are not read, under 0.1% of the file)
+  local n=$1 share=$(( size / $1 / 1048576 * 1048576 ))
   shift
   fio --name=seq --filename="$ckpt" --readwrite=read --bs=8M --size="$share" --offset_increment="$share" --numjobs="$n" \
     --group_reporting --invalidate=1 "$@"
@@ -148,5 +149,5 @@ awk -v r="$rate" -v b="$best" -v rss="$rss_kib" -v ix="$index_bytes" -v pb="$pro
   bound = 2 * 2^30 + ix
   printf "index / best read     %.2f (limit >= 0.90) %s\n", r / b, (r / b >= 0.90 ? "met" : "MISSED")
   printf "peak RSS / bound      %.2f (bound 2 GiB + index = %.3f GiB) %s\n", rss * 1024 / bound, bound / 2^30, (rss * 1024 <= bound ? "met" : "MISSED")
-  printf "small file kept       %.2f of it (limit 1.00) %s\n", (pb > 0 ? pa / pb : 0), (pa >= pb ? "met" : "MISSED")
+  printf "small file kept       %.4f of it (limit 1.0000) %s\n", (pb > 0 ? pa / pb : 0), (pa >= pb ? "met" : "MISSED")
 }'

@@ -11,6 +11,7 @@ PACKAGES=(
   hipcc libamdhip64-dev rocm-device-libs  # builds (not runs) the HIP module; under 0.8 GB with clang-15
   libcpp-httplib-dev libspng-dev          # tensormorph serve: HTTP server, PNG tiles
   chromium wrk                            # the viewer's browser tests and its load benchmark
+  fio time                                # bench/cold_index.sh: the device's best read, peak RSS
 )
 # The web UI builds with Node.js and npm; a machine that already has them (any source) keeps its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

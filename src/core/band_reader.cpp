@@ -26,6 +26,11 @@ uint64_t page_size() {
 uint64_t align_down(uint64_t v, uint64_t a) { return v - v % a; }
 uint64_t align_up(uint64_t v, uint64_t a) { return align_down(v + a - 1, a); }
 
+// The largest folio the page cache makes of file pages (a PMD with 4 KiB pages). A folio is
+// dropped whole or not at all, so one that straddles the edge of a band, read in part for each of
+// two bands, is dropped once both are read (a larger folio elsewhere only stays cached).
+constexpr uint64_t kFolioSpan = 2ull << 20;
+
 // Bands planned and not yet released, at most: enough to keep reads in flight past a run of tiny
 // tensors, few enough that a residency snapshot is not long stale when its band is used.
 constexpr size_t kMaxPlanned = 256;
@@ -87,19 +92,25 @@ void mincore_absent(const MappedFile& map, uint64_t begin, uint64_t end, std::ve
   }
 }
 
+uint64_t pages_of(uint64_t begin, uint64_t end) {
+  const uint64_t page = page_size();
+  return (align_up(end, page) - align_down(begin, page)) / page;
+}
+
+// True when every page holding file bytes [begin, end) of `map` is in the page cache.
+bool fully_cached(const MappedFile& map, uint64_t begin, uint64_t end) {
+  if (const auto cached = cached_pages(map.descriptor(), begin, end)) return *cached >= pages_of(begin, end);
+  std::vector<Range> runs;
+  mincore_absent(map, begin, end, runs);
+  return runs.empty();
+}
+
 // The runs of pages holding file bytes [begin, end) of `map` that are not in the page cache, in
-// order; empty when all are. Asked of the whole band first (the usual answer, all or nothing, in one
-// call), then piece by piece of `piece` bytes, mincore only for a piece partly cached.
+// order. Asked piece by piece of `piece` bytes (a piece is usually all cached or none of it, one
+// call), mincore only for a piece partly cached.
 std::vector<Range> absent_runs(const MappedFile& map, uint64_t begin, uint64_t end, uint64_t piece) {
   const uint64_t page = page_size();
-  auto pages = [&](uint64_t b, uint64_t e) { return (align_up(e, page) - align_down(b, page)) / page; };
   std::vector<Range> runs;
-  const auto whole = cached_pages(map.descriptor(), begin, end);
-  if (whole && *whole >= pages(begin, end)) return runs;
-  if (!whole) {
-    mincore_absent(map, begin, end, runs);
-    return runs;
-  }
   for (uint64_t b = begin; b < end;) {
     const uint64_t e = std::min(end, align_down(b, piece) + piece);
     const auto cached = cached_pages(map.descriptor(), b, e);
@@ -110,7 +121,7 @@ std::vector<Range> absent_runs(const MappedFile& map, uint64_t begin, uint64_t e
       } else {
         runs.push_back(r);
       }
-    } else if (!cached || *cached < pages(b, e)) {
+    } else if (!cached || *cached < pages_of(b, e)) {
       mincore_absent(map, b, e, runs);
     }
     b = e;
@@ -205,10 +216,12 @@ struct Planned {
   uint64_t length = 0;
   BandSource source = BandSource::kMapping;
   const std::byte* data = nullptr;
-  std::vector<Range> absent;  // pages not in the page cache when planned
+  std::vector<Range> absent;  // pages not in the page cache when planned, to the folio spans around it
   bool handed_out = false;
+  uint64_t file_begin = 0, file_end = 0;  // its bytes in the file
   // Guarded by State::mutex.
-  uint32_t chunks_left = 0;
+  uint32_t chunks_left = 0;  // preads not finished
+  bool complete = true;      // read, and what the reads brought in dropped (but the folio spans at its edges)
   Status error;
 };
 
@@ -261,11 +274,24 @@ struct BandReader::State {
   };
   std::unordered_map<const MappedFile*, Descriptor> descriptors;
   uint64_t bands_mapped = 0, bands_read = 0, peak_ring_used = 0;
+  // The folio spans at the edges of a read band, dropped by a reader thread once the next read band
+  // is released: by then the neighbour that reads the other part of a straddling folio has read it.
+  struct EdgeDrop {
+    int descriptor = -1;
+    std::vector<Range> absent;
+    Range head, tail;
+    void run() const {
+      drop_pages(descriptor, absent, head.begin, head.end);
+      drop_pages(descriptor, absent, tail.begin, tail.end);
+    }
+  };
+  std::optional<EdgeDrop> edges;  // of the last read band released
 
   // Shared with the readers.
   mutable std::mutex mutex;
   std::condition_variable work, done;
   std::deque<Chunk> queue;
+  std::deque<EdgeDrop> drops;  // after the reads in `queue`
   bool stopping = false;
   uint64_t bytes_read = 0;
   std::vector<std::thread> threads;
@@ -278,6 +304,8 @@ struct BandReader::State {
     work.notify_all();
     for (auto& t : threads) t.join();
     while (!planned.empty()) release_front();
+    for (const EdgeDrop& d : drops) d.run();
+    if (edges) edges->run();
     for (auto& [file, d] : descriptors) {
       if (d.owned) ::close(d.fd);
     }
@@ -303,28 +331,42 @@ struct BandReader::State {
   void reader_loop() {
     for (;;) {
       Chunk c;
+      std::optional<EdgeDrop> drop;
+      bool skip = false;
       {
         std::unique_lock lock(mutex);
-        work.wait(lock, [&] { return stopping || !queue.empty(); });
+        work.wait(lock, [&] { return stopping || !queue.empty() || !drops.empty(); });
         if (stopping) return;
-        c = queue.front();
-        queue.pop_front();
-        if (!c.band->error.ok()) {
-          if (--c.band->chunks_left == 0) done.notify_all();
-          continue;
+        if (queue.empty()) {
+          drop = std::move(drops.front());
+          drops.pop_front();
+        } else {
+          c = queue.front();
+          queue.pop_front();
+          skip = !c.band->error.ok();
         }
       }
-      Status status = read_chunk(c);
-      drop_pages(c.descriptor, c.band->absent, c.file_offset, c.file_offset + c.length);
+      if (drop) {
+        drop->run();
+        continue;
+      }
+      Status status = skip ? Status::Ok() : read_chunk(c);
+      bool last = false;
       {
         std::lock_guard lock(mutex);
-        if (status.ok()) {
-          bytes_read += c.length;
-        } else if (c.band->error.ok()) {
-          c.band->error = std::move(status);
-        }
-        if (--c.band->chunks_left == 0) done.notify_all();
+        if (!skip && status.ok()) bytes_read += c.length;
+        if (!status.ok() && c.band->error.ok()) c.band->error = std::move(status);
+        last = --c.band->chunks_left == 0;
       }
+      if (!last) continue;
+      // One drop per band: each call drains the per-CPU page lists, which costs more than the
+      // invalidation when made per read.
+      drop_pages(c.descriptor, c.band->absent, c.band->file_begin, c.band->file_end);
+      {
+        std::lock_guard lock(mutex);
+        c.band->complete = true;
+      }
+      done.notify_all();
     }
   }
 
@@ -354,18 +396,22 @@ struct BandReader::State {
       band->offset = plan_offset;
       band->length = std::min(e.band_bytes, e.length - plan_offset);
       const uint64_t begin = e.offset + plan_offset, end = begin + band->length;
-      band->absent = absent_runs(*e.file, begin, end, options.chunk_bytes);
       // A file that shrank after it was mapped may keep pages past its end cached (in a large
       // folio that could not be split): touching those through the mapping is SIGBUS, while a
       // read says where the file ends.
       struct stat st {};
       const bool shrunk = ::fstat(e.file->descriptor(), &st) != 0 || static_cast<uint64_t>(st.st_size) < end;
-      if (shrunk && band->absent.empty()) band->absent.push_back({align_down(begin, page), align_up(end, page)});
+      const bool cached = !shrunk && fully_cached(*e.file, begin, end);
+      if (!cached) {
+        // Before any read of this band or a later one: what is absent now is what they bring in.
+        const uint64_t span_end = std::min(align_up(end, kFolioSpan), align_up(e.file->size(), page));
+        band->absent = absent_runs(*e.file, align_down(begin, kFolioSpan), std::max(span_end, end), options.chunk_bytes);
+      }
       if (shrunk && band->length > options.max_band_bytes) {
         band->error = Status::IoError(e.file->path().string() + ": " + e.what + ": the file ends at offset " +
                                       std::to_string(st.st_size) + ", within bytes [" + std::to_string(e.offset) + ", " +
                                       std::to_string(e.offset + e.length) + ") (it was truncated after it was opened)");
-      } else if ((band->absent.empty() || band->length > options.max_band_bytes) && !shrunk) {
+      } else if ((cached || band->length > options.max_band_bytes) && !shrunk) {
         band->source = BandSource::kMapping;
         band->data = e.file->bytes().data() + begin;
       } else {
@@ -385,9 +431,12 @@ struct BandReader::State {
           chunks.push_back({band.get(), &e, fd, c, dest + (c - begin), next - c});
           c = next;
         }
+        band->file_begin = begin;
+        band->file_end = end;
         {
           std::lock_guard lock(mutex);
           band->chunks_left = static_cast<uint32_t>(chunks.size());
+          band->complete = false;
           queue.insert(queue.end(), chunks.begin(), chunks.end());
         }
         work.notify_all();
@@ -400,22 +449,32 @@ struct BandReader::State {
 
   void wait_for(Planned& band) {
     std::unique_lock lock(mutex);
-    done.wait(lock, [&] { return band.chunks_left == 0; });
+    done.wait(lock, [&] { return band.complete; });
   }
 
   // Releases the oldest band, whose reads have finished.
   void release_front() {
     Planned& band = *planned.front();
+    const ReadExtent& e = extents[band.extent];
+    const uint64_t page = page_size();
+    const uint64_t begin = e.offset + band.offset, end = begin + band.length;
     if (band.source == BandSource::kBuffer) {
       ring.release_oldest();
+      if (edges) {
+        {
+          std::lock_guard lock(mutex);
+          drops.push_back(std::move(*edges));
+        }
+        work.notify_one();
+      }
+      edges = EdgeDrop{e.file->descriptor(), std::move(band.absent),
+                       {align_down(begin, kFolioSpan), align_up(begin, kFolioSpan)},
+                       {align_down(end, kFolioSpan), align_up(end, kFolioSpan)}};
     } else if (band.handed_out) {
-      const ReadExtent& e = extents[band.extent];
-      const uint64_t page = page_size();
-      const uint64_t begin = e.offset + band.offset, end = begin + band.length;
       const uint64_t first = align_down(begin, page);
       (void)::madvise(const_cast<std::byte*>(e.file->bytes().data()) + first, align_up(end, page) - first,
                       MADV_DONTNEED);
-      drop_pages(e.file->descriptor(), band.absent, begin, end);
+      drop_pages(e.file->descriptor(), band.absent, align_down(begin, kFolioSpan), align_up(end, kFolioSpan));
     }
     planned.pop_front();
   }

@@ -16,9 +16,10 @@
 //   preads, reads of later bands kept in flight while earlier ones are computed (the ring holds the
 //   band in use and at least one more), so storage does not wait on compute. The reads go through
 //   a descriptor of their own with POSIX_FADV_RANDOM (the kernel's readahead would read past what
-//   is asked and leave that behind), and after each read POSIX_FADV_DONTNEED drops the pages that
-//   were not in the page cache when the band was planned: what is read cold neither stays in the
-//   cache nor pushes other files out of it, while pages that were already cached stay.
+//   is asked and leave that behind), and once a band is read POSIX_FADV_DONTNEED drops the pages
+//   that were not in the page cache when it was planned (the folios straddling its edges once its
+//   neighbours are read too): what is read cold neither stays in the cache nor pushes other files
+//   out of it, while pages that were already cached stay.
 // - Larger than a slot: the mapping, released the same way, and the pages that were not cached
 //   before dropped after use.
 // A pool of pread threads rather than io_uring: buffered io_uring reads that miss the page cache
@@ -27,7 +28,8 @@
 //
 // Bound: the ring is 2 * (max_band_bytes + 2 pages) of memory, allocated on the first band that
 // needs it; one mapped band at a time stays mapped, at most max_band_bytes unless a band is larger
-// than a slot (a single band of that size).
+// than a slot (a single band of that size). The page cache holds what the reads brought in only
+// for bands in the ring, at most its size plus two folio spans per band.
 #pragma once
 
 #include <cstddef>
