@@ -2,6 +2,7 @@
 //   1. device memory bandwidth: a read-only reduction kernel and a device-to-device copy;
 //   2. tm.tile_stats@1 on resident data (the module's execute on a device buffer) per dtype, with
 //      its ratio to the read bandwidth, the CPU backend on the same bytes, and a bitwise check;
+//      then tm.radix_histogram@1's top-digit pass (one pass of an exact quantile) the same way;
 //   3. the scheduler's choices on a host-resident and then a device-resident tensor (records);
 //   4. the BF16 tensor written as safetensors for the PyTorch peer (bench/cuda_torch_peer.py).
 //
@@ -240,6 +241,38 @@ struct TileStatsInstance {
   }
 };
 
+/// A tm.radix_histogram@1 pass over the top 16 bits of the value key, of all elements.
+struct RadixInstance {
+  TM_TensorArg in[2]{}, out[2]{};
+  TM_Attribute attrs[3]{};
+  TM_OpInstance op{};
+  std::vector<uint64_t> counts = std::vector<uint64_t>(65536), classes = std::vector<uint64_t>(4);
+
+  RadixInstance(const Case& c, const void* host, TM_Buffer* buffer) {
+    in[0].struct_size = in[1].struct_size = out[0].struct_size = out[1].struct_size = sizeof(TM_TensorArg);
+    in[0].dtype = tmx::to_abi_dtype(c.dtype);
+    in[0].rank = 1;
+    in[0].shape[0] = c.rows * c.cols;
+    in[0].host_data = host;
+    in[0].buffer = buffer;
+    in[0].nbytes = c.bytes.size();
+    in[1].dtype = TM_DTYPE_U64;
+    in[1].rank = 1;
+    for (int i = 0; i < 2; ++i) {
+      std::vector<uint64_t>& v = i == 0 ? counts : classes;
+      out[i].dtype = TM_DTYPE_U64;
+      out[i].rank = 1;
+      out[i].shape[0] = v.size();
+      out[i].host_out = v.data();
+      out[i].nbytes = v.size() * sizeof(uint64_t);
+    }
+    attrs[0] = {sizeof(TM_Attribute), TM_ATTR_KEY, TM_RADIX_KEY_VALUE, 0.0};
+    attrs[1] = {sizeof(TM_Attribute), TM_ATTR_SHIFT, 16, 0.0};
+    attrs[2] = {sizeof(TM_Attribute), TM_ATTR_BITS, 16, 0.0};
+    op = {sizeof op, TM_OP_RADIX_HISTOGRAM, in, 2, out, 2, attrs, 3};
+  }
+};
+
 TM_ExecutionPolicy bitwise_policy() {
   TM_ExecutionPolicy p{};
   p.struct_size = sizeof p;
@@ -298,8 +331,8 @@ int main(int argc, char** argv) {
                                    {"cuda_traits", traits.device_name},
                                    {"tile", tile}};
   report["cases"] = nlohmann::ordered_json::array();
-  std::printf("\n%-8s %-14s %9s %12s %8s %10s %10s %8s\n", "dtype", "shape", "GiB", "GPU GB/s", "of read", "CPU GB/s",
-              "upload", "bitwise");
+  std::printf("\n%-8s %-14s %9s %12s %8s %10s %10s %8s %12s %8s %8s\n", "dtype", "shape", "GiB", "GPU GB/s", "of read",
+              "CPU GB/s", "upload", "bitwise", "radix GB/s", "of read", "bitwise");
   Case bf16_case{tmx::DType::kBF16, 0, 0, {}};
   for (tmx::DType dtype : {tmx::DType::kBF16, tmx::DType::kF16, tmx::DType::kF32, tmx::DType::kQ4_K, tmx::DType::kQ8_0,
                           tmx::DType::kQ6_K, tmx::DType::kQ4_0, tmx::DType::kF8E4M3}) {
@@ -336,13 +369,30 @@ int main(int argc, char** argv) {
       return 1;
     }
     const bool same = std::memcmp(on_gpu.stats.data(), on_cpu.stats.data(), on_gpu.stats.size() * sizeof(TM_TileStats)) == 0;
+    RadixInstance radix_gpu(c, nullptr, *buffer), radix_cpu(c, c.bytes.data(), nullptr);
+    std::vector<double> radix_times;
+    for (int i = 0; i < reps + 2; ++i) {
+      auto r = gpu->execute(radix_gpu.op, bitwise_policy());
+      if (!r.ok()) {
+        std::fprintf(stderr, "cuda radix execute: %s\n", r.status().to_string().c_str());
+        return 1;
+      }
+      if (i >= 2) radix_times.push_back(r->device_ns);
+    }
+    auto rc = cpu->execute(radix_cpu.op, bitwise_policy());
+    if (!rc.ok()) {
+      std::fprintf(stderr, "cpu radix execute: %s\n", rc.status().to_string().c_str());
+      return 1;
+    }
+    const bool radix_same = radix_gpu.counts == radix_cpu.counts && radix_gpu.classes == radix_cpu.classes;
+    const double radix_gbps = static_cast<double>(c.bytes.size()) / median(radix_times);
     const double gpu_gbps = static_cast<double>(bytes_read) / gpu_ns;
     const double cpu_gbps = static_cast<double>(cr->bytes_read) / cr->device_ns;
     const std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols);
-    std::printf("%-8s %-14s %9.2f %12.0f %7.1f%% %10.1f %7.1f GB/s %8s\n", std::string(tmx::dtype_name(dtype)).c_str(),
-                shape.c_str(), static_cast<double>(c.bytes.size()) / 1073741824.0, gpu_gbps,
-                100.0 * gpu_gbps / memory.read_gbps, cpu_gbps, static_cast<double>(c.bytes.size()) / upload_ns,
-                same ? "yes" : "NO");
+    std::printf("%-8s %-14s %9.2f %12.0f %7.1f%% %10.1f %7.1f GB/s %8s %12.0f %7.1f%% %8s\n",
+                std::string(tmx::dtype_name(dtype)).c_str(), shape.c_str(), static_cast<double>(c.bytes.size()) / 1073741824.0,
+                gpu_gbps, 100.0 * gpu_gbps / memory.read_gbps, cpu_gbps, static_cast<double>(c.bytes.size()) / upload_ns,
+                same ? "yes" : "NO", radix_gbps, 100.0 * radix_gbps / memory.read_gbps, radix_same ? "yes" : "NO");
     report["cases"].push_back({{"dtype", std::string(tmx::dtype_name(dtype))},
                                {"shape", shape},
                                {"bytes", c.bytes.size()},
@@ -351,7 +401,10 @@ int main(int argc, char** argv) {
                                {"of_read_bandwidth", gpu_gbps / memory.read_gbps},
                                {"cpu_gbps", cpu_gbps},
                                {"upload_gbps", static_cast<double>(c.bytes.size()) / upload_ns},
-                               {"bitwise_equal_to_cpu", same}});
+                               {"bitwise_equal_to_cpu", same},
+                               {"radix_gbps", radix_gbps},
+                               {"radix_of_read_bandwidth", radix_gbps / memory.read_gbps},
+                               {"radix_bitwise_equal_to_cpu", radix_same}});
     gpu->release(*buffer);
     if (dtype == tmx::DType::kBF16) bf16_case = std::move(c);
   }

@@ -203,32 +203,48 @@ bool declares_bitwise(const compute::Backend& b, const char* op, DType dtype, TM
   return s.ok() && s->level != TM_SUPPORT_NONE && s->exactness == TM_EXACT_BITWISE;
 }
 
-/// Runs `op` on `backend` twice: with the input copied into a buffer of its own (the scheduler's
-/// resident path) and with host memory (its streaming path); returns the two outputs' bytes.
+/// Runs `op` on `backend` twice: with the inputs copied into buffers of their own (the scheduler's
+/// resident path) and with host memory (its streaming path); returns each output's bytes per run.
 struct TwoRuns {
-  std::vector<std::byte> resident, streamed;
+  std::vector<std::vector<std::byte>> resident, streamed;
 };
 
-Result<TwoRuns> run_both_ways(const compute::Backend& b, const TM_TensorArg& in_template, const void* host_in,
-                              TM_TensorArg out_template, std::vector<TM_Attribute> attrs, const char* op_id) {
+Result<TwoRuns> run_both_ways(const compute::Backend& b, const std::vector<TM_TensorArg>& in_templates,
+                              const std::vector<const std::byte*>& host_in, const std::vector<TM_TensorArg>& out_templates,
+                              std::vector<TM_Attribute> attrs, const char* op_id) {
   TwoRuns runs;
   for (int pass = 0; pass < 2; ++pass) {
-    std::vector<std::byte>& out = pass == 0 ? runs.resident : runs.streamed;
-    out.assign(out_template.nbytes, std::byte{0xa5});
-    TM_TensorArg in = in_template;
-    TM_Buffer* buffer = nullptr;
-    if (pass == 0 && !b.host_visible()) {
-      TM_ASSIGN_OR_RETURN(buffer, b.allocate(in.nbytes));
-      TM_RETURN_IF_ERROR(b.write(buffer, host_in, in.nbytes));
-      in.buffer = buffer;
-    } else {
-      in.host_data = host_in;
+    auto& outs = pass == 0 ? runs.resident : runs.streamed;
+    std::vector<TM_TensorArg> ins = in_templates;
+    std::vector<TM_Buffer*> buffers;
+    Status status;
+    for (size_t i = 0; i < ins.size() && status.ok(); ++i) {
+      if (pass == 0 && !b.host_visible() && ins[i].nbytes > 0) {
+        auto buffer = b.allocate(ins[i].nbytes);
+        if (!buffer.ok()) {
+          status = buffer.status();
+          break;
+        }
+        buffers.push_back(*buffer);
+        status = b.write(*buffer, host_in[i], ins[i].nbytes);
+        ins[i].buffer = *buffer;
+      } else {
+        ins[i].host_data = host_in[i];
+      }
     }
-    TM_TensorArg o = out_template;
-    o.host_out = out.data();
-    TM_OpInstance instance{sizeof(TM_OpInstance), op_id, &in, 1, &o, 1, attrs.data(), static_cast<uint32_t>(attrs.size())};
-    auto report = b.execute(instance, bitwise());
-    if (buffer) b.release(buffer);
+    std::vector<TM_TensorArg> os = out_templates;
+    outs.resize(os.size());
+    for (size_t i = 0; i < os.size(); ++i) {
+      outs[i].assign(os[i].nbytes, std::byte{0xa5});
+      os[i].host_out = outs[i].data();
+    }
+    Result<TM_ExecutionReport> report = status;
+    if (status.ok()) {
+      TM_OpInstance instance{sizeof(TM_OpInstance), op_id, ins.data(), static_cast<uint32_t>(ins.size()), os.data(),
+                             static_cast<uint32_t>(os.size()), attrs.data(), static_cast<uint32_t>(attrs.size())};
+      report = b.execute(instance, bitwise());
+    }
+    for (TM_Buffer* buffer : buffers) b.release(buffer);
     if (!report.ok()) return report.status();
     if (report->exactness != TM_EXACT_BITWISE) return Status::Internal("report is not bitwise");
   }
@@ -300,10 +316,16 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
       if (!b.unavailable_reason().empty() || !b.open().ok()) continue;
       Tally& tally = per_backend[b.name()];
       for (const ops::ConformanceCase& c : def.cases) {
-        ASSERT_EQ(c.inputs.size(), 1u) << id << ": the test fills one input";
+        ASSERT_EQ(c.inputs.size(), def.inputs.size()) << id << " " << c.label;
+        ASSERT_EQ(c.outputs.size(), def.outputs.size()) << id << " " << c.label;
         const std::vector<DType> dtypes = c.inputs[0].dtype ? std::vector<DType>{*c.inputs[0].dtype} : def.inputs[0].dtypes;
         for (const DType dtype : dtypes) {
-          const auto support = b.query(id, to_abi_dtype(dtype), compute::shape_class_of(c.inputs[0].shape));
+          std::vector<compute::QueryInput> query_inputs;
+          for (size_t i = 0; i < c.inputs.size(); ++i) {
+            query_inputs.push_back({to_abi_dtype(i == 0 ? dtype : c.inputs[i].dtype.value_or(DType::kU8)),
+                                    compute::shape_class_of(c.inputs[i].shape)});
+          }
+          const auto support = b.query(id, query_inputs);
           ASSERT_TRUE(support.ok()) << b.name() << ": " << support.status().to_string();
           if (support->level == TM_SUPPORT_NONE || support->exactness != TM_EXACT_BITWISE) {
             ++tally.undeclared;
@@ -316,51 +338,71 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
             // The CPU backend's bits on every kind of data are cpu_backend_test's; here it runs the
             // cases once, which keeps this test quick under the sanitizers.
             if (data != Data::kWeights && b.name() == "cpu") continue;
-            const auto bytes = case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 +
-                                                                        static_cast<uint32_t>(data));
-            const ops::CaseTensor& o = c.outputs[0];
-            const DType out_dtype = o.dtype.value_or(DType::kU8);
-            const uint64_t out_bytes = storage_bytes(out_dtype, o.shape);
-            TM_TensorArg in = tensor_arg(dtype, c.inputs[0].shape, bytes.size());
-            in.host_data = bytes.data();
-            std::vector<std::byte> want(out_bytes, std::byte{0x5a});
-            TM_TensorArg out = tensor_arg(out_dtype, o.shape, out_bytes);
-            out.host_out = want.data();
-            const TM_OpInstance reference_instance{sizeof(TM_OpInstance), id.c_str(), &in, 1, &out, 1, attrs.data(),
-                                                   static_cast<uint32_t>(attrs.size())};
+            // Input 0 holds the test's data; later inputs their case's fixed values.
+            std::vector<std::vector<std::byte>> bytes = {
+                case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 + static_cast<uint32_t>(data))};
+            for (size_t i = 1; i < c.inputs.size(); ++i) {
+              bytes.emplace_back(c.inputs[i].values.size() * sizeof(uint64_t));
+              if (!bytes.back().empty()) std::memcpy(bytes.back().data(), c.inputs[i].values.data(), bytes.back().size());
+            }
+            std::vector<TM_TensorArg> ins;
+            std::vector<const std::byte*> host_in;
+            for (size_t i = 0; i < c.inputs.size(); ++i) {
+              ins.push_back(tensor_arg(i == 0 ? dtype : c.inputs[i].dtype.value_or(DType::kU8), c.inputs[i].shape,
+                                       bytes[i].size()));
+              host_in.push_back(bytes[i].data());
+            }
+            std::vector<TM_TensorArg> out_templates;
+            std::vector<std::vector<std::byte>> want;
+            for (const ops::CaseTensor& o : c.outputs) {
+              const DType out_dtype = o.dtype.value_or(DType::kU8);
+              out_templates.push_back(tensor_arg(out_dtype, o.shape, storage_bytes(out_dtype, o.shape)));
+              want.emplace_back(out_templates.back().nbytes, std::byte{0x5a});
+            }
+            // The reference and the estimate see host memory.
+            auto instance_over = [&](std::vector<std::vector<std::byte>>& outputs, std::vector<TM_TensorArg>& in_args,
+                                     std::vector<TM_TensorArg>& out_args) {
+              in_args = ins;
+              for (size_t i = 0; i < in_args.size(); ++i) in_args[i].host_data = host_in[i];
+              out_args = out_templates;
+              for (size_t i = 0; i < out_args.size(); ++i) out_args[i].host_out = outputs[i].data();
+              return TM_OpInstance{sizeof(TM_OpInstance), id.c_str(), in_args.data(), static_cast<uint32_t>(in_args.size()),
+                                   out_args.data(), static_cast<uint32_t>(out_args.size()), attrs.data(),
+                                   static_cast<uint32_t>(attrs.size())};
+            };
+            std::vector<TM_TensorArg> ref_in, ref_out;
             const std::string label = b.name() + ": " + id + " " + std::string(dtype_name(dtype)) + " " +
                                       data_name(data) + " " + c.label;
-            const Status reference = def.reference(reference_instance);
+            const Status reference = def.reference(instance_over(want, ref_in, ref_out));
             ASSERT_TRUE(reference.ok()) << label << ": the reference failed: " << reference.to_string();
             // Partial support is declared honestly: instances a backend does not take are refused by
             // its estimate, before anything runs, and the scheduler places them elsewhere.
-            out.host_out = nullptr;
-            std::vector<std::byte> probe(out_bytes);
-            TM_TensorArg probe_out = out;
-            probe_out.host_out = probe.data();
-            const TM_OpInstance probe_instance{sizeof(TM_OpInstance), id.c_str(), &in, 1, &probe_out, 1, attrs.data(),
-                                               static_cast<uint32_t>(attrs.size())};
-            if (auto estimate = b.estimate(probe_instance); !estimate.ok()) {
+            std::vector<std::vector<std::byte>> probe = want;
+            std::vector<TM_TensorArg> probe_in, probe_out;
+            if (auto estimate = b.estimate(instance_over(probe, probe_in, probe_out)); !estimate.ok()) {
               ASSERT_EQ(estimate.status().code(), StatusCode::kUnimplemented) << label << ": " << estimate.status().to_string();
               ++tally.refused;
               continue;
             }
-            TM_TensorArg in_template = tensor_arg(dtype, c.inputs[0].shape, bytes.size());
-            auto runs = run_both_ways(b, in_template, bytes.data(), tensor_arg(out_dtype, o.shape, out_bytes), attrs,
-                                      id.c_str());
+            auto runs = run_both_ways(b, ins, host_in, out_templates, attrs, id.c_str());
             ASSERT_TRUE(runs.ok()) << label << ": " << runs.status().to_string();
             for (const auto* got : {&runs->resident, &runs->streamed}) {
               const char* how = got == &runs->resident ? " (resident)" : " (streamed)";
-              // Empty outputs have no storage to compare (memcmp must not see their null data()).
               ASSERT_EQ(got->size(), want.size()) << label << how;
-              if (want.empty()) continue;
-              if (id == TM_OP_TILE_STATS) {
-                ASSERT_EQ(0, std::memcmp(got->data(), want.data(), want.size()))
-                    << label << how << ": "
-                    << first_difference(reinterpret_cast<const TM_TileStats*>(got->data()),
-                                        reinterpret_cast<const TM_TileStats*>(want.data()), want.size() / sizeof(TM_TileStats));
-              } else {
-                ASSERT_EQ(0, std::memcmp(got->data(), want.data(), want.size())) << label << how;
+              for (size_t o = 0; o < want.size(); ++o) {
+                const std::string which = label + how + " output " + std::to_string(o);
+                // Empty outputs have no storage to compare (memcmp must not see their null data()).
+                ASSERT_EQ((*got)[o].size(), want[o].size()) << which;
+                if (want[o].empty()) continue;
+                if (id == TM_OP_TILE_STATS) {
+                  ASSERT_EQ(0, std::memcmp((*got)[o].data(), want[o].data(), want[o].size()))
+                      << which << ": "
+                      << first_difference(reinterpret_cast<const TM_TileStats*>((*got)[o].data()),
+                                          reinterpret_cast<const TM_TileStats*>(want[o].data()),
+                                          want[o].size() / sizeof(TM_TileStats));
+                } else {
+                  ASSERT_EQ(0, std::memcmp((*got)[o].data(), want[o].data(), want[o].size())) << which;
+                }
               }
             }
             ++tally.checked;

@@ -10,8 +10,11 @@
 #include "index/index_builder.h"
 #include "engine/compute_session.h"
 #include "engine/tensor_ops.h"
-#include "tensormorph/checkpoint.h"
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "tensormorph/checkpoint.h"
 
 namespace tensormorph::cli {
 
@@ -30,6 +33,12 @@ Command add_info_command(CLI::App& app);
 Command add_index_command(CLI::App& app);
 /// `tensormorph stats PATH [--tensor GLOB...] [--json|--csv] [--sort KEY]`.
 Command add_stats_command(CLI::App& app);
+/// `tensormorph quantiles PATH [--tensor GLOB...] [--q P,...] [--mad] [--json|--csv]`.
+Command add_quantiles_command(CLI::App& app);
+/// `tensormorph outliers PATH [--tensor GLOB...] [-k N] [--json|--csv]`.
+Command add_outliers_command(CLI::App& app);
+/// `tensormorph channels PATH [--tensor GLOB...] [--axis rows|cols] [--sort KEY] [--json|--csv]`.
+Command add_channels_command(CLI::App& app);
 /// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
 Command add_export_command(CLI::App& app);
 /// `tensormorph backends [--json]`.
@@ -83,6 +92,22 @@ struct IndexedCheckpoint {
 
 /// Builds or refreshes the index with a progress display (Ctrl-C saves what is done).
 Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request);
+
+/// True when `t`'s name matches one of the shell globs (every tensor when there is none).
+bool tensor_selected(const TensorInfo& t, const std::vector<std::string>& globs);
+
+/// The tensors of `ckpt` that match `globs`, in file order; nullopt, after printing the error, when
+/// globs were given and match none.
+std::optional<std::vector<const TensorInfo*>> select_tensors_or_report(const Checkpoint& ckpt,
+                                                                       const std::vector<std::string>& globs);
+
+/// Calls `each` on every tensor in order, showing progress (stored bytes done) on stderr.
+void for_each_tensor_with_progress(const char* label, const std::vector<const TensorInfo*>& tensors,
+                                   const std::function<void(const TensorInfo&)>& each);
+
+/// The exit code of a command over `requested` tensors of which `failed` could not be computed:
+/// kExitOk when none failed, else kExitUserError after an error naming how many and the first.
+int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed, const std::string& first_failure);
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

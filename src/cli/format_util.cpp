@@ -72,4 +72,11 @@ std::string json_text(const nlohmann::ordered_json& j, int indent) {
   return with_valid_utf8(j).dump(indent);
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string q = "\"";
+  for (char c : text) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace tensormorph::cli

@@ -14,6 +14,8 @@ std::string human_bytes(uint64_t bytes);
 std::string human_count(uint64_t count);
 /// Shortest decimal that round-trips a double ("0.1", "nan", "inf").
 std::string format_double(double value);
+/// A CSV field: quoted when it holds a separator, a quote or a line break (RFC 4180).
+std::string csv_field(const std::string& text);
 /// `j` as JSON text (`indent` as in nlohmann's dump: -1 compact). Never throws on strings that are
 /// not UTF-8 (GGUF names and metadata may hold any bytes): each invalid byte of a key or string
 /// value is written as the four characters "\xNN" (see printable.h's escape_invalid_utf8).

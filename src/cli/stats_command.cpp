@@ -1,6 +1,4 @@
 // `tensormorph stats`: exact per-tensor statistics, from the index or in the tensor's own domain.
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -122,12 +120,6 @@ class StatsSource {
   std::unordered_map<std::string_view, std::string_view> failed_;
 };
 
-bool selected(const TensorInfo& t, const std::vector<std::string>& globs) {
-  if (globs.empty()) return true;
-  return std::any_of(globs.begin(), globs.end(),
-                     [&](const std::string& g) { return fnmatch(g.c_str(), t.name.c_str(), 0) == 0; });
-}
-
 double sort_value(const TensorStats& s, const std::string& key) {
   if (key == "absmax") return s.absmax;
   if (key == "std") return s.std;
@@ -204,14 +196,6 @@ void print_table(const std::vector<TensorStats>& rows) {
   std::fflush(stdout);
 }
 
-// A CSV field: quoted when it holds a separator, a quote or a line break (RFC 4180).
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string q = "\"";
-  for (char c : text) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 void print_csv(const std::vector<TensorStats>& rows) {
   std::cout << "name,dtype,count,finite,mean,std,min,max,absmax,nan,pos_inf,neg_inf,zeros,error\n";
   auto extreme = [](const std::optional<nlohmann::ordered_json>& exact, double v) {
@@ -261,7 +245,7 @@ Command add_stats_command(CLI::App& app) {
             StatsSource source(session->scheduler(), *ckpt, *indexed, opt->tile, records);
             std::vector<TensorStats> rows;
             for (const TensorInfo& t : ckpt->tensors()) {
-              if (selected(t, opt->globs)) rows.push_back(source.stats_of(t));
+              if (tensor_selected(t, opt->globs)) rows.push_back(source.stats_of(t));
             }
             if (rows.empty() && !opt->globs.empty()) {
               print_error(ckpt->path().string() + ": no tensor matches the given --tensor patterns");

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <regex>
+#include <sstream>
 
 #include "core/dtype_abi.h"
 #include "engine/matrix_shape.h"
+#include "engine/outliers.h"
+#include "engine/quantiles.h"
 #include "engine/tensor_ops.h"
 #include "server/http_util.h"
 
@@ -218,6 +221,80 @@ void ApiContext::register_routes(httplib::Server& http) {
     json j = {{TM_ATTR_LO, *lo}, {TM_ATTR_HI, *hi}, {TM_ATTR_BINS, std::vector<uint64_t>(c.begin(), c.end() - 3)},
               {"below", c[*bins]}, {"above", c[*bins + 1]}, {"nan", c[*bins + 2]}, {"records", records_json(records)}};
     reply_json(res, j);
+  });
+
+  http.Get("/api/quantiles", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    engine::QuantileOptions options;
+    options.probabilities = {0, 0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 0.999, 1};
+    if (auto text = param(req, "p")) {
+      options.probabilities.clear();
+      std::stringstream list(*text);
+      for (std::string item; std::getline(list, item, ',');) {
+        char* end = nullptr;
+        const double p = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || !(p >= 0 && p <= 1) || options.probabilities.size() >= 64) {
+          return reply_error(res, Status::InvalidArgument("'p' takes up to 64 probabilities in [0, 1], comma-separated"));
+        }
+        options.probabilities.push_back(p);
+      }
+    }
+    options.median_absolute_deviation = param(req, "mad").value_or("0") == "1";
+    engine::Records records;
+    auto q = engine::tensor_quantiles(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, options,
+                                      &records);
+    if (!q.ok()) return reply_error(res, q.status());
+    json j = engine::quantiles_json(*q, target->tensor->dtype);
+    j["records"] = records_json(records);
+    reply_json(res, j);
+  });
+
+  http.Get("/api/outliers", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    auto k = uint_param(req, "k", 20, 10000);
+    auto magnitude = double_param(req, "magnitude", 6.0);
+    auto robust_z = double_param(req, "robust_z", 3.5);
+    if (!k.ok() || !magnitude.ok() || !robust_z.ok()) {
+      return reply_error(res, !k.ok() ? k.status() : !magnitude.ok() ? magnitude.status() : robust_z.status());
+    }
+    if (*k == 0) return reply_error(res, Status::InvalidArgument("'k' must be at least 1"));
+    const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
+    engine::Records records;
+    auto top = engine::tensor_top_k(scheduler(), ckpt, *target->tensor, *k, &records);
+    if (!top.ok()) return reply_error(res, top.status());
+    auto channels = engine::tensor_channel_stats(scheduler(), ckpt, *target->tensor, &records);
+    if (!channels.ok()) return reply_error(res, channels.status());
+    json flagged = json::array();
+    for (const auto& c : engine::outlier_channels(*channels, {*magnitude, *robust_z})) {
+      json why = json::array();
+      if (c.by_magnitude) why.push_back("magnitude");
+      if (c.by_norm) why.push_back("norm");
+      flagged.push_back({{"axis", c.is_row ? "row" : "col"}, {"index", c.index}, {"absmax", c.absmax}, {"l2", c.l2},
+                         {"robust_z", c.z}, {"why", why}});
+    }
+    reply_json(res, {{"top_k", engine::extremes_json(*top)}, {"outlier_channels", flagged},
+                     {"rule", {{"magnitude", *magnitude}, {"robust_z", *robust_z}}}, {"records", records_json(records)}});
+  });
+
+  http.Get("/api/channels", [this](const httplib::Request& req, httplib::Response& res) {
+    auto target = target_of(req, *catalog_);
+    if (!target.ok()) return reply_error(res, target.status());
+    const std::string stat = param(req, "stat").value_or("absmax");
+    if (stat != "absmax" && stat != "l2") return reply_error(res, Status::InvalidArgument("'stat' is absmax or l2"));
+    engine::Records records;
+    auto channels = engine::tensor_channel_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint,
+                                                 *target->tensor, &records);
+    if (!channels.ok()) return reply_error(res, channels.status());
+    auto values = [&](const std::vector<TM_TileStats>& v) {
+      std::vector<double> out;
+      out.reserve(v.size());
+      for (const auto& c : v) out.push_back(stat == "l2" ? engine::channel_l2(c) : static_cast<double>(c.absmax));
+      return out;
+    };
+    reply_json(res, {{"stat", stat}, {"rows", values(channels->rows)}, {"cols", values(channels->cols)},
+                     {"records", records_json(records)}});
   });
 
   http.Get("/api/value", [this](const httplib::Request& req, httplib::Response& res) {

@@ -38,6 +38,27 @@ function serve(settings) {
   });
 }
 
+// Every element of a BF16 tensor of the demo, read straight from its safetensors shard.
+function referenceValues(tensor) {
+  const index = JSON.parse(fs.readFileSync(path.join(demo, 'model.safetensors.index.json')));
+  const file = fs.readFileSync(path.join(demo, index.weight_map[tensor]));
+  const headerLength = Number(file.readBigUInt64LE(0));
+  const info = JSON.parse(file.subarray(8, 8 + headerLength).toString())[tensor];
+  const begin = 8 + headerLength + info.data_offsets[0], n = (info.data_offsets[1] - info.data_offsets[0]) / 2;
+  const bits = new Uint32Array(n);
+  for (let i = 0; i < n; ++i) bits[i] = file.readUInt16LE(begin + 2 * i) << 16;
+  return new Float32Array(bits.buffer);
+}
+
+// numpy.quantile(finite values as float64, p) (its default, linear interpolation).
+function referenceQuantile(values, p) {
+  const v = Array.from(values).filter(Number.isFinite).sort((a, b) => a - b);
+  const h = (v.length - 1) * p;
+  if (h >= v.length - 1) return v[v.length - 1];
+  const lo = Math.floor(h), t = h - lo, a = v[lo], b = v[lo + 1], diff = b - a;
+  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
+}
+
 // The CPU reference: the element read straight from the safetensors shard (BF16 -> float32).
 function referenceValue(tensor, row, col) {
   const index = JSON.parse(fs.readFileSync(path.join(demo, 'model.safetensors.index.json')));
@@ -73,6 +94,53 @@ try {
   const tensor = 'model.layers.0.self_attn.q_proj.weight', row = 5, col = 7;
   await pickTensor(page, tensor);
   await page.screenshot({ path: path.join(artifacts, '1-overview.png') });
+  // The Distribution panel: exact quantiles, equal to numpy's on the values read from the file.
+  await page.waitForFunction((name) => window.__tm.quantiles && window.__tm.quantiles.tensor === name, tensor);
+  const quantiles = await page.evaluate(() => window.__tm.quantiles);
+  const values = referenceValues(tensor);
+  for (const v of quantiles.quantiles) {
+    const want = referenceQuantile(values, v.probability);
+    check(v.linear === want, `quantile ${v.probability} is ${v.linear}, numpy's ${want}`);
+  }
+  check(await page.$$eval('#quantiles tbody tr', (rows) => rows.length) === quantiles.quantiles.length,
+    'the quantile table shows every quantile');
+  check(quantiles.robust_range[0] === referenceQuantile(values, 0.001) && quantiles.robust_range[1] === referenceQuantile(values, 0.999),
+    `the robust range ${quantiles.robust_range} is the 0.1% and 99.9% quantiles`);
+  await page.click('#robust');
+  const r = Math.max(Math.abs(quantiles.robust_range[0]), Math.abs(quantiles.robust_range[1]));
+  check(Number(await page.inputValue('#hi')) === r && Number(await page.inputValue('#lo')) === -r,
+    `"robust range" sets the diverging colour range to +-${r} from the quantiles`);
+  await page.waitForFunction(() => window.__tm.viewer.world.getItemCount() > 0 && window.__tm.viewer.world.getItemAt(0).getFullyLoaded());
+  // The Outliers panel: the largest magnitude equals the file's; clicking it centres the heatmap on
+  // that element, outlined.
+  await page.waitForFunction((name) => window.__tm.outliers && window.__tm.outliers.tensor === name, tensor);
+  const outliers = await page.evaluate(() => window.__tm.outliers);
+  const largest = Array.from(values).filter(Number.isFinite).reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  check(Math.abs(outliers.top_k[0].value) === largest, `the first outlier |${outliers.top_k[0].value}| is the largest magnitude ${largest}`);
+  const first = outliers.top_k[0];
+  check(values[first.index] === first.value, `outlier 1 is element ${first.index} of the file (${values[first.index]})`);
+  await page.click('#outliers tbody tr:first-child');
+  await page.waitForSelector('#highlight');
+  const centred = await page.evaluate(({ row, col }) => {
+    const { viewer } = window.__tm;
+    const c = viewer.viewport.viewportToImageCoordinates(viewer.viewport.getCenter(true));
+    const ppe = window.__tm.pixelsPerElement;
+    return { row: Math.floor(c.y / ppe), col: Math.floor(c.x / ppe) };
+  }, first);
+  check(centred.row === first.row && centred.col === first.col,
+    `clicking outlier 1 centres the heatmap on (${first.row}, ${first.col}) (at ${centred.row}, ${centred.col})`);
+  // Dragging across the histogram zooms it into that range.
+  const plot = await page.$('#histogram .u-over');
+  const box = await plot.boundingBox();
+  const before = await page.textContent('#hist-range');
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction((before) => document.getElementById('hist-range').textContent !== before, before);
+  const after = await page.textContent('#hist-range');
+  const [a0, b0] = before.split(' … ').map(Number), [a1, b1] = after.split(' … ').map(Number);
+  check(a1 > a0 && b1 < b0 && a1 < b1, `dragging over the histogram zooms it into the dragged range (${before} -> ${after})`);
   const target = await page.evaluate(({ row, col }) => {
     const { viewer, OpenSeadragon } = window.__tm;
     const vp = viewer.viewport;

@@ -114,7 +114,7 @@ function openHeatmap() {
     state.viewer.open(source);
   }
   valueWindow.data = null;
-  window.__tm = { viewer: state.viewer, OpenSeadragon, shownValues: null };
+  window.__tm = { ...(window.__tm || {}), viewer: state.viewer, OpenSeadragon, shownValues: null, pixelsPerElement: z.pixels_per_element };
 }
 
 // ---- values drawn as text in magnified cells ---------------------------------------------------
@@ -224,14 +224,106 @@ async function loadStats(recompute) {
   const rows = [['source', s.source], ['count', s.count], ['finite', s.finite], ['NaN', s.nan], ['+Inf', s.pos_inf], ['-Inf', s.neg_inf],
     ['zeros', s.zeros], ['min', fmt(s.min)], ['max', fmt(s.max)], ['absmax', fmt(s.absmax)], ['mean', fmt(s.mean)], ['std', fmt(s.std)]];
   $('stats').innerHTML = rows.map(([k, v]) => `<tr><th>${k}</th><td data-stat="${k}">${v}</td></tr>`).join('');
-  const h = await api('/api/histogram?' + q({ ckpt: state.ckpt, tensor: t.name, bins: 64 }));
+  await loadDistribution(t);
+  await loadOutliers(t);
+  pollCompute();
+}
+
+// ---- distribution: exact quantiles and a zoomable histogram ------------------------------------
+const percent = (p) => `${Number((p * 100).toPrecision(6))}%`;
+
+async function loadDistribution(t) {
+  state.quantiles = null;
+  const d = await api('/api/quantiles?' + q({ ckpt: state.ckpt, tensor: t.name }));
+  if (t !== state.tensor) return;
+  state.quantiles = d;
+  if (window.__tm) window.__tm.quantiles = { tensor: t.name, ...d };
+  const rows = d.quantiles.map((v) => [percent(v.probability), v.linear]);
+  if (d.median_absolute_deviation !== undefined) rows.push(['MAD', d.median_absolute_deviation]);
+  $('quantiles').tBodies[0].innerHTML = d.finite === 0 ? '<tr><td colspan="2">no finite values</td></tr>'
+    : rows.map(([k, v]) => `<tr data-p="${k}"><th>${k}</th><td>${fmt(v)}</td></tr>`).join('');
+  const [lo, hi] = d.finite > 0 ? d.robust_range : [-1, 1];
+  await drawHistogram(t, lo, hi);
+}
+
+// The histogram of [lo, hi] (64 bins, exact counts), with what lies outside said in words.
+async function drawHistogram(t, lo, hi) {
+  if (!(lo < hi)) { const c = Number.isFinite(lo) ? lo : 0; lo = c - 0.5; hi = c + 0.5; }
+  const h = await api('/api/histogram?' + q({ ckpt: state.ckpt, tensor: t.name, bins: 64, lo, hi }));
+  if (t !== state.tensor) return;
+  state.histRange = [h.lo, h.hi];
   const width = (h.hi - h.lo) / h.bins.length;
   const xs = h.bins.map((_, i) => h.lo + (i + 0.5) * width);
+  const log = $('hist-log').checked;
+  // A log axis cannot show zero: empty bins are drawn as gaps.
+  const ys = h.bins.map((c) => (log && c === 0 ? null : c));
   if (state.plot) state.plot.destroy();
-  state.plot = new uPlot({ width: 400, height: 160, legend: { show: false }, scales: { x: { time: false } },
-    series: [{}, { label: 'count', fill: 'rgba(70,110,200,0.5)', stroke: 'rgb(70,110,200)', paths: uPlot.paths.bars({ size: [1, 100] }) }] },
-    [xs, h.bins], $('histogram'));
-  pollCompute();
+  state.plot = new uPlot({
+    width: 400, height: 170, legend: { show: false },
+    scales: { x: { time: false, range: [h.lo, h.hi] }, y: log ? { distr: 3 } : {} },
+    axes: [{ values: (u, splits) => splits.map((v) => fmt(v)) }, { values: (u, splits) => splits.map((v) => fmt(v)) }],
+    cursor: { drag: { x: true, y: false, setScale: false } },
+    hooks: { setSelect: [(u) => {
+      if (u.select.width < 3) return;
+      const a = u.posToVal(u.select.left, 'x'), b = u.posToVal(u.select.left + u.select.width, 'x');
+      u.setSelect({ width: 0, height: 0 }, false);
+      drawHistogram(state.tensor, a, b);
+    }] },
+    series: [{}, { label: 'count', fill: 'rgba(70,110,200,0.5)', stroke: 'rgb(70,110,200)', paths: uPlot.paths.bars({ size: [1, 100] }) }],
+  }, [xs, ys], $('histogram'));
+  $('hist-range').textContent = `${fmt(h.lo)} … ${fmt(h.hi)}`;
+  $('hist-outside').textContent = `below: ${h.below} · above: ${h.above} · NaN: ${h.nan}`;
+}
+
+$('hist-log').onchange = () => { if (state.tensor && state.histRange) drawHistogram(state.tensor, ...state.histRange); };
+$('hist-reset').onclick = () => { if (state.quantiles && state.quantiles.finite > 0) drawHistogram(state.tensor, ...state.quantiles.robust_range); };
+$('hist-full').onclick = () => {
+  const d = state.quantiles;
+  if (d && d.finite > 0) drawHistogram(state.tensor, d.quantiles[0].linear, d.quantiles[d.quantiles.length - 1].linear);
+};
+
+// ---- outliers: the largest magnitudes and the outlier channels, each a click from the heatmap --------
+async function loadOutliers(t) {
+  const o = await api('/api/outliers?' + q({ ckpt: state.ckpt, tensor: t.name, k: 20 }));
+  if (t !== state.tensor) return;
+  if (window.__tm) window.__tm.outliers = { tensor: t.name, ...o };
+  $('outliers').tBodies[0].innerHTML = o.top_k.map((e, i) =>
+    `<tr data-row="${e.row}" data-col="${e.col}"><td>${i + 1}</td><td>${e.row}</td><td>${e.col}</td><td>${fmt(e.value)}</td></tr>`).join('');
+  $('outlier-channels').tBodies[0].innerHTML = o.outlier_channels.length === 0
+    ? '<tr><td colspan="4">none (no |x| ≥ 6, no norm far above the rest)</td></tr>'
+    : o.outlier_channels.slice(0, 50).map((c) =>
+      `<tr data-axis="${c.axis}" data-index="${c.index}"><td>${c.axis} ${c.index}</td><td>${fmt(c.absmax)}</td><td>${fmt(c.l2)}</td><td>${c.why.join(', ')}</td></tr>`).join('');
+  for (const tr of $('outliers').tBodies[0].rows) tr.onclick = () => showElement(Number(tr.dataset.row), Number(tr.dataset.col));
+  for (const tr of $('outlier-channels').tBodies[0].rows) {
+    if (tr.dataset.axis) tr.onclick = () => showChannel(tr.dataset.axis, Number(tr.dataset.index));
+  }
+}
+
+// Zooms the heatmap onto a rectangle of elements and outlines it.
+function highlight(row, col, rows, cols, zoomToIt) {
+  const vp = state.viewer.viewport, ppe = state.info.zoom.pixels_per_element;
+  const rect = vp.imageToViewportRectangle(col * ppe, row * ppe, cols * ppe, rows * ppe);
+  state.viewer.clearOverlays();
+  const box = document.createElement('div');
+  box.className = 'highlight';
+  box.id = 'highlight';
+  state.viewer.addOverlay({ element: box, location: rect });
+  zoomToIt(vp, rect);
+}
+
+function showElement(row, col) {
+  highlight(row, col, 1, 1, (vp, rect) => {
+    const center = new OpenSeadragon.Point(rect.x + rect.width / 2, rect.y + rect.height / 2);
+    vp.zoomTo(vp.imageToViewportZoom(1.0), center, true);
+    vp.panTo(center, true);
+  });
+}
+
+// A whole row or column, fitted into view (its length fills the viewer).
+function showChannel(axis, index) {
+  const m = state.info, fit = (vp, rect) => vp.fitBoundsWithConstraints(rect, true);
+  if (axis === 'row') highlight(index, 0, 1, m.cols, fit);
+  else highlight(0, index, m.rows, 1, fit);
 }
 
 // ---- the Compute panel ---------------------------------------------------------------------------
@@ -325,7 +417,15 @@ function showConsent(request) {
 $('filter').oninput = renderTensorList;
 for (const id of ['stat', 'cmap']) $(id).onchange = () => { const [lo, hi] = defaultRange(); $('lo').value = lo; $('hi').value = hi; drawColorbar(); reloadTiles(); };
 for (const id of ['lo', 'hi']) $(id).onchange = () => { drawColorbar(); reloadTiles(); };
-$('robust').onclick = () => { const [lo, hi] = defaultRange(); $('lo').value = lo; $('hi').value = hi; reloadTiles(); };
+// The colour range from the exact quantiles (0.1% to 99.9%) once they are in, else from the statistics.
+function robustRange() {
+  const d = state.quantiles, stat = $('stat').value, cmap = $('cmap').value;
+  if (!d || d.finite === 0 || cmap === 'log' || stat === 'absmax' || stat === 'std') return defaultRange();
+  const [a, b] = d.robust_range;
+  if (cmap === 'diverging') { const r = Math.max(Math.abs(a), Math.abs(b)); return r > 0 ? [-r, r] : defaultRange(); }
+  return a < b ? [a, b] : defaultRange();
+}
+$('robust').onclick = () => { const [lo, hi] = robustRange(); $('lo').value = lo; $('hi').value = hi; drawColorbar(); reloadTiles(); };
 $('recompute').onclick = () => state.tensor && loadStats(true);
 $('consent-cancel').onclick = () => $('consent').close();
 $('budget').onchange = setBudget;

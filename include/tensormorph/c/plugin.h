@@ -90,6 +90,28 @@ typedef enum TM_DType {
  *                    cell, magnify, stat, colormap (i64), lo, hi (f64);
  *                    out[0]: U8[256, 256, 4], RGBA pixels, row-major.
  *  "tm.render_tile_sampled@1" the same, each pixel from the first row of its block (approximate).
+ *  "tm.radix_histogram@1" in[0]: contiguous elements, any decodable dtype; in[1]: U64[P] prefixes,
+ *                    P in [0, TM_RADIX_MAX_PREFIXES] (P = 0: no prefix, one histogram of all);
+ *                    attributes key (a TM_RADIX_KEY_*), shift, bits (i64), center (f64, key
+ *                    DEVIATION only); out[0]: U64[max(P, 1) * 2^bits], out[1]: U64[4].
+ *                    Every finite element has an order key (32 or 64 bits, see TM_RADIX_KEY_*);
+ *                    out[0][p * 2^bits + d] counts the finite elements whose key's digit
+ *                    (key >> shift) & (2^bits - 1) is d and, when P > 0, whose key >> (shift +
+ *                    bits) equals in[1][p]. out[1] counts the input's finite, NaN, +Inf and -Inf
+ *                    elements. Counts are exact: radix selection of order statistics (quantiles,
+ *                    the k-th largest magnitude) is a few of these passes on any backend.
+ *  "tm.channel_stats@1" in[0]: the matrix [rows, cols], any decodable dtype; out[0]: one
+ *                    TM_TileStats per row as U8[rows * 72], out[1]: one per column as
+ *                    U8[cols * 72]. Row sums: the halving tree over bit_ceil(cols) slots; column
+ *                    sums: the contiguous pairwise tree over bit_ceil(rows) row slots (slot r
+ *                    holds row r's value when finite, else +0.0; docs/COMPUTE.md).
+ *  "tm.top_k@1"      in[0]: contiguous elements, any decodable dtype; attribute k (i64, 1..
+ *                    TM_TOP_K_MAX); out[0]: U64[k] flat element indices, out[1]: F32[k] values,
+ *                    data-dependent: the min(k, finite elements) finite elements of largest
+ *                    |value|, ordered by |value| descending, then by index ascending (so the
+ *                    answer is one set in one order on every backend); each output reports the
+ *                    bytes written, and the entries past them hold UINT64_MAX and the quiet NaN
+ *                    0x7fc00000.
  *
  * Data-dependent outputs (since 1.2). An output whose size depends on the data (a top-k list, a
  * spectrum) is passed with a capacity: nbytes is the room the host made, from the bound the
@@ -104,6 +126,9 @@ typedef enum TM_DType {
 #define TM_OP_EXACT_SUMMARY "tm.exact_summary@1"
 #define TM_OP_RENDER_TILE "tm.render_tile@1"
 #define TM_OP_RENDER_TILE_SAMPLED "tm.render_tile_sampled@1"
+#define TM_OP_RADIX_HISTOGRAM "tm.radix_histogram@1"
+#define TM_OP_TOP_K "tm.top_k@1"
+#define TM_OP_CHANNEL_STATS "tm.channel_stats@1"
 
 /* Attribute names. */
 #define TM_ATTR_ROW_BEGIN "row_begin" /* tile_stats, render_tile: first row of the view / tile */
@@ -119,6 +144,11 @@ typedef enum TM_DType {
 #define TM_ATTR_MAGNIFY "magnify"     /* render_tile: pixels per element side */
 #define TM_ATTR_STAT "stat"           /* render_tile: a TM_PIXEL_STAT_* value */
 #define TM_ATTR_COLORMAP "colormap"   /* render_tile: a TM_COLORMAP_* value */
+#define TM_ATTR_KEY "key"             /* radix_histogram: a TM_RADIX_KEY_* value */
+#define TM_ATTR_SHIFT "shift"         /* radix_histogram: the lowest bit of the digit counted */
+#define TM_ATTR_BITS "bits"           /* radix_histogram: the digit's width, 1..TM_RADIX_MAX_BITS */
+#define TM_ATTR_CENTER "center"       /* radix_histogram: the centre of TM_RADIX_KEY_DEVIATION */
+#define TM_ATTR_K "k"                 /* top_k: how many elements */
 
 /* Values of tm.render_tile@1's attributes. */
 #define TM_RENDER_TILE_PIXELS 256      /* tiles are this many pixels on a side */
@@ -136,6 +166,14 @@ typedef enum TM_DType {
 #define TM_COLORMAP_DIVERGING 0        /* cool-warm around zero */
 #define TM_COLORMAP_SEQUENTIAL 1       /* viridis over [lo, hi] */
 #define TM_COLORMAP_LOG_MAGNITUDE 2    /* magma over log10 |v| in [lo, hi] */
+
+/* Order keys of tm.radix_histogram@1 (of a finite element x decoded to float32, u its bits). */
+#define TM_RADIX_KEY_VALUE 0      /* 32 bits: u ^ 0x80000000 for x >= +0, ~u below: orders x, -0 below +0 */
+#define TM_RADIX_KEY_MAGNITUDE 1  /* 32 bits: u & 0x7fffffff, the bits of |x|: orders |x| */
+#define TM_RADIX_KEY_DEVIATION 2  /* 64 bits: the bits of the float64 |(double)x - center| */
+#define TM_RADIX_MAX_BITS 16      /* widest digit */
+#define TM_RADIX_MAX_PREFIXES 16  /* most prefixes of one instance */
+#define TM_TOP_K_MAX 1048576      /* largest k of tm.top_k@1 */
 
 /** Most inputs and outputs an operation has (the sizes of the per-argument arrays below). */
 #define TM_MAX_OP_INPUTS 4

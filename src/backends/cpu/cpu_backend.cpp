@@ -1,12 +1,14 @@
 // The CPU backend bound to the plugin ABI: tier 1, every core operation for every decodable
 // dtype, bit-identical to the reference implementations. Nothing here throws across the ABI.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -192,6 +194,33 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
       t = {args.input.dtype, args.input.arg.nbytes, args.output.arg.nbytes, 4.0 * passes};
       break;
     }
+    case ops::CoreOp::kRadixHistogram: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(op));
+      // Decoding, then one scattered increment per element, like tm.histogram@1.
+      const DTypeInfo& info = dtype_info(args.input.dtype);
+      const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
+      t = {args.input.dtype, args.input.arg.nbytes + args.prefixes.arg.nbytes,
+           args.counts.arg.nbytes + args.classes.arg.nbytes, 4.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+      break;
+    }
+    case ops::CoreOp::kChannelStats: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(op));
+      // Decoding, then two scalar passes of extremes (row and column) per element.
+      const DTypeInfo& info = dtype_info(args.input.dtype);
+      const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
+      t = {args.input.dtype, args.input.arg.nbytes, args.rows_out.arg.nbytes + args.cols_out.arg.nbytes,
+           6.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+      break;
+    }
+    case ops::CoreOp::kTopK: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_top_k(op));
+      // Decoding, then a compare per element with the heap's worst entry.
+      const DTypeInfo& info = dtype_info(args.input.dtype);
+      const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
+      t = {args.input.dtype, args.input.arg.nbytes, args.indices.arg.nbytes + args.values.arg.nbytes,
+           float_bytes_per_byte * decode_factor(args.input.dtype)};
+      break;
+    }
   }
   return t;
 }
@@ -234,6 +263,52 @@ Status run_histogram(const TM_OpInstance& op, uint32_t threads) {
   return with_aligned_output<uint64_t>(out, args.output.elems, [&](std::span<uint64_t> counts) {
     return histogram(tensor, args.lo, args.hi, args.bins, counts, threads);
   });
+}
+
+Status run_radix_histogram(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(auto prefix_bytes, input_bytes(args.prefixes));
+  TM_ASSIGN_OR_RETURN(std::byte * counts_out, output_bytes(args.counts));
+  TM_ASSIGN_OR_RETURN(std::byte * classes_out, output_bytes(args.classes));
+  std::vector<uint64_t> prefixes(args.prefixes.elems);
+  if (!prefixes.empty()) std::memcpy(prefixes.data(), prefix_bytes.data(), prefix_bytes.size());
+  std::array<uint64_t, ops::kRadixClasses> classes{};
+  const ops::TensorView tensor{args.input.dtype, in, args.input.elems};
+  TM_RETURN_IF_ERROR(with_aligned_output<uint64_t>(counts_out, args.counts.elems, [&](std::span<uint64_t> counts) {
+    return radix_histogram(tensor, args.params, prefixes, counts, classes, threads);
+  }));
+  std::memcpy(classes_out, classes.data(), sizeof classes);
+  return Status::Ok();
+}
+
+Status run_channel_stats(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * rows_out, output_bytes(args.rows_out));
+  TM_ASSIGN_OR_RETURN(std::byte * cols_out, output_bytes(args.cols_out));
+  std::vector<TM_TileStats> rows(args.rows), cols(args.cols);
+  TM_RETURN_IF_ERROR(channel_stats({args.input.dtype, in, args.rows, args.cols}, rows, cols, threads));
+  if (!rows.empty()) std::memcpy(rows_out, rows.data(), rows.size() * sizeof(TM_TileStats));
+  if (!cols.empty()) std::memcpy(cols_out, cols.data(), cols.size() * sizeof(TM_TileStats));
+  return Status::Ok();
+}
+
+Result<uint64_t> run_top_k(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_top_k(op));
+  if (!dtype_decodable(args.input.dtype)) return not_decodable(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(auto in, input_bytes(args.input));
+  TM_ASSIGN_OR_RETURN(std::byte * indices_out, output_bytes(args.indices));
+  TM_ASSIGN_OR_RETURN(std::byte * values_out, output_bytes(args.values));
+  std::vector<uint64_t> indices(args.k);
+  std::vector<float> values(args.k);
+  uint64_t written = 0;
+  TM_RETURN_IF_ERROR(top_k({args.input.dtype, in, args.input.elems}, indices, values, &written, threads));
+  std::memcpy(indices_out, indices.data(), indices.size() * sizeof(uint64_t));
+  std::memcpy(values_out, values.data(), values.size() * sizeof(float));
+  return written;
 }
 
 Status run_exact_summary(const TM_OpInstance& op) {
@@ -328,8 +403,9 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
                std::string(dtype_name(*dtype));
     } else if (!dtype_decodable(*dtype)) {
       reason = std::string(dtype_name(*dtype)) + " is not decodable yet: " + std::string(dtype_not_decodable_reason(*dtype));
-    } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
-      reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
+    } else if ((*kind == ops::CoreOp::kTileStats || *kind == ops::CoreOp::kChannelStats) &&
+               q.shape_class != TM_SHAPE_MATRIX) {
+      reason = std::string(q.op) + " takes a 2-D tensor (view a vector as [1, n])";
     } else {
       support.level = TM_SUPPORT_FULL;
     }
@@ -428,6 +504,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
     TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
     const auto start = std::chrono::steady_clock::now();
+    std::optional<uint64_t> found;  // entries of a data-dependent output
     switch (kind) {
       case ops::CoreOp::kDecode: TM_RETURN_IF_ERROR(run_decode(*op, policy.max_threads)); break;
       case ops::CoreOp::kTileStats:
@@ -435,10 +512,24 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
         break;
       case ops::CoreOp::kHistogram: TM_RETURN_IF_ERROR(run_histogram(*op, policy.max_threads)); break;
       case ops::CoreOp::kExactSummary: TM_RETURN_IF_ERROR(run_exact_summary(*op)); break;
+      case ops::CoreOp::kRadixHistogram: TM_RETURN_IF_ERROR(run_radix_histogram(*op, policy.max_threads)); break;
+      case ops::CoreOp::kChannelStats: TM_RETURN_IF_ERROR(run_channel_stats(*op, policy.max_threads)); break;
+      case ops::CoreOp::kTopK: {
+        TM_ASSIGN_OR_RETURN(const uint64_t written, run_top_k(*op, policy.max_threads));
+        found = written;
+        break;
+      }
     }
     ops::write_execution_report(report, TM_EXACT_BITWISE,
                                 std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count(),
                                 traffic.bytes_read, traffic.bytes_written);
+    if (found && report != nullptr) {
+      // tm.top_k@1's outputs are data-dependent: say how much of each holds entries.
+      TM_ExecutionReport r = ops::read_abi_struct(report);
+      r.output_nbytes[0] = *found * sizeof(uint64_t);
+      r.output_nbytes[1] = *found * sizeof(float);
+      ops::write_abi_struct(r, report);
+    }
     return Status::Ok();
   });
 }

@@ -1,10 +1,12 @@
-// The CPU backend's decode and histogram kernels (tile statistics: tile_stats/tile_stats.h).
+// The CPU backend's decode, histogram, radix histogram, top-k and channel statistics kernels (tile statistics: tile_stats/tile_stats.h).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
+#include "compute/ops/top_k.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::cpu {
@@ -15,5 +17,18 @@ Status decode(const ops::TensorView& tensor, std::span<float> out, uint32_t max_
 /// tm.histogram@1 over oneTBB, counts identical to histogram_reference.
 Status histogram(const ops::TensorView& tensor, double lo, double hi, uint64_t bins, std::span<uint64_t> out,
                  uint32_t max_threads);
+
+/// tm.radix_histogram@1 over oneTBB, counts identical to radix_histogram_reference.
+Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& params, std::span<const uint64_t> prefixes,
+                       std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes,
+                       uint32_t max_threads);
+
+/// tm.top_k@1 over oneTBB, identical to top_k_reference: `indices` and `values` hold k entries.
+Status top_k(const ops::TensorView& tensor, std::span<uint64_t> indices, std::span<float> values, uint64_t* written,
+             uint32_t max_threads);
+
+/// tm.channel_stats@1 over oneTBB, identical to channel_stats_reference.
+Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows_out, std::span<TM_TileStats> cols_out,
+                     uint32_t max_threads);
 
 }  // namespace tensormorph::cpu

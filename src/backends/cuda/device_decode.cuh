@@ -261,6 +261,31 @@ struct DecQ6_K : DecBlock<DecQ6_K> {
   }
 };
 
+/// The up to 4 decoded values of elements [i, i + 4) of a run of `elems` elements at `in` (whole
+/// blocks, a multiple of 4 in a block type), plain arithmetic; `n` says how many there are.
+template <class D>
+__device__ __forceinline__ void decode_group4(const uint8_t* in, uint64_t elems, uint64_t i, bool aligned,
+                                              const float* f8_table, float (&v)[4], int& n) {
+  n = elems - i < 4 ? static_cast<int>(elems - i) : 4;
+  if constexpr (D::kBlockElems == 1) {
+    if (n == 4 && aligned) {
+      const typename D::Word w = D::template load_word<true>(in, i);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = __uint_as_float(D::bits(w, e, f8_table));
+    } else {
+      for (int e = 0; e < n; ++e) v[e] = __uint_as_float(D::element_bits(in, i + e, f8_table));
+    }
+  } else {
+    const uint8_t* block = in + (i / D::kBlockElems) * D::kBlockBytes;
+    const uint32_t j = static_cast<uint32_t>(i % D::kBlockElems);
+    if (aligned) {
+      D::template decode4<true>(block, j, PlainArith{}, v);
+    } else {
+      D::template decode4<false>(block, j, PlainArith{}, v);
+    }
+  }
+}
+
 /// Calls `body.template operator()<D>()` with the decoder of `dtype`.
 template <class Body>
 inline auto with_decoder(KernelDType dtype, Body&& body) {

@@ -1,6 +1,7 @@
 #include "backends/cuda/gpu_exec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "compute/ops/reference.h"
@@ -266,6 +267,42 @@ Result<RunReport> run_decode(GpuBackend& b, const ops::DecodeArgs& args, uint64_
   return report;
 }
 
+namespace {
+
+/// Calls `launch(data, elems)` on the compute stream over the input's `total_blocks` whole
+/// blocks: once over resident bytes, or chunk by chunk through scratch slots 2 and 3 (of
+/// `chunk_bytes`), each chunk's upload overlapping the kernels of the one before.
+template <typename Launch>
+Status over_input_chunks(GpuBackend& b, const InputRef& in, tm_gpu::KernelBlock block, uint64_t total_blocks,
+                         uint64_t chunk_blocks, Launch&& launch) {
+  uint8_t* chunks[2] = {nullptr, nullptr};
+  if (!in.device && total_blocks > 0) {
+    TM_ASSIGN_OR_RETURN(chunks[0], b.scratch(2, chunk_blocks * block.bytes));
+    TM_ASSIGN_OR_RETURN(chunks[1], b.scratch(3, chunk_blocks * block.bytes));
+  }
+  cudaStream_t stream = b.compute_stream();
+  const uint64_t step = in.device ? std::max<uint64_t>(total_blocks, 1) : chunk_blocks;
+  for (uint64_t first = 0, k = 0; first < total_blocks; first += step, ++k) {
+    const uint64_t n_blocks = std::min(step, total_blocks - first);
+    const uint64_t offset = first * block.bytes;
+    const uint8_t* data = nullptr;
+    const int slot = static_cast<int>(k & 1u);
+    if (in.device) {
+      data = in.device + offset;
+    } else {
+      TM_RETURN_IF_ERROR(b.check(cudaEventSynchronize(b.event(4 + slot)), "waiting for a chunk"));
+      TM_RETURN_IF_ERROR(b.copy_to_device_async(chunks[slot], in.host + offset, n_blocks * block.bytes, b.event(2 + slot)));
+      TM_RETURN_IF_ERROR(b.check(cudaStreamWaitEvent(stream, b.event(2 + slot), 0), "ordering a chunk"));
+      data = chunks[slot];
+    }
+    TM_RETURN_IF_ERROR(launch(data, n_blocks * block.elems));
+    if (!in.device) TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(4 + slot), stream), "recording a chunk event"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<RunReport> run_histogram(GpuBackend& b, const ops::HistogramArgs& args, uint64_t memory_budget) {
   const auto kdt = kernel_dtype(args.input.dtype);
   if (!kdt) return Status::Unimplemented(std::string(TM_GPU_VENDOR ": histogram does not implement ") +
@@ -286,11 +323,6 @@ Result<RunReport> run_histogram(GpuBackend& b, const ops::HistogramArgs& args, u
   if (!counts) {
     TM_ASSIGN_OR_RETURN(counts, b.scratch(0, counts_bytes));
   }
-  uint8_t* chunks[2] = {nullptr, nullptr};
-  if (!in.device && total_blocks > 0) {
-    TM_ASSIGN_OR_RETURN(chunks[0], b.scratch(2, chunk_bytes));
-    TM_ASSIGN_OR_RETURN(chunks[1], b.scratch(3, chunk_bytes));
-  }
   cudaStream_t stream = b.compute_stream();
   TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(0), stream), "recording the start event"));
   TM_RETURN_IF_ERROR(b.check(cudaMemsetAsync(counts, 0, counts_bytes, stream), "clearing the counts"));
@@ -301,29 +333,87 @@ Result<RunReport> run_histogram(GpuBackend& b, const ops::HistogramArgs& args, u
   job.bins = args.bins;
   job.counts = reinterpret_cast<unsigned long long*>(counts);
   job.f8_table = b.f8_table(*kdt);
-  const uint64_t step = in.device ? std::max<uint64_t>(total_blocks, 1) : chunk_blocks;
-  for (uint64_t first = 0, k = 0; first < total_blocks; first += step, ++k) {
-    const uint64_t n_blocks = std::min(step, total_blocks - first);
-    const uint64_t offset = first * block.bytes;
-    if (in.device) {
-      job.in = in.device + offset;
-    } else {
-      const int slot = static_cast<int>(k & 1u);
-      TM_RETURN_IF_ERROR(b.check(cudaEventSynchronize(b.event(4 + slot)), "waiting for a chunk"));
-      TM_RETURN_IF_ERROR(b.copy_to_device_async(chunks[slot], in.host + offset, n_blocks * block.bytes, b.event(2 + slot)));
-      TM_RETURN_IF_ERROR(b.check(cudaStreamWaitEvent(stream, b.event(2 + slot), 0), "ordering a chunk"));
-      job.in = chunks[slot];
-    }
-    job.elems = n_blocks * block.elems;
-    job.aligned = reinterpret_cast<uintptr_t>(job.in) % 16 == 0;
-    TM_RETURN_IF_ERROR(b.check(tm_gpu::launch_histogram(*kdt, job, stream), "launching histogram"));
-    if (!in.device) {
-      TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(4 + static_cast<int>(k & 1u)), stream), "recording a chunk event"));
-    }
-  }
+  TM_RETURN_IF_ERROR(over_input_chunks(b, in, block, total_blocks, std::min(total_blocks, chunk_blocks),
+                                       [&](const uint8_t* data, uint64_t elems) {
+                                         job.in = data;
+                                         job.elems = elems;
+                                         job.aligned = reinterpret_cast<uintptr_t>(data) % 16 == 0;
+                                         return b.check(tm_gpu::launch_histogram(*kdt, job, stream), "launching histogram");
+                                       }));
   TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(1), stream), "recording the stop event"));
   TM_ASSIGN_OR_RETURN(report.device_ns, elapsed_ns(b, b.event(0), b.event(1)));
   if (out.host) TM_RETURN_IF_ERROR(b.copy_to_host(out.host, counts, counts_bytes));
+  return report;
+}
+
+Result<RunReport> run_radix_histogram(GpuBackend& b, const ops::RadixHistogramArgs& args, uint64_t memory_budget) {
+  const auto kdt = kernel_dtype(args.input.dtype);
+  if (!kdt) return Status::Unimplemented(std::string(TM_GPU_VENDOR ": radix_histogram does not implement ") +
+                                         std::string(dtype_name(args.input.dtype)));
+  RunReport report;
+  report.bytes_read = args.input.arg.nbytes + args.prefixes.arg.nbytes;
+  report.bytes_written = args.counts.arg.nbytes + args.classes.arg.nbytes;
+  TM_ASSIGN_OR_RETURN(const InputRef in, input_of(b, args.input));
+  TM_ASSIGN_OR_RETURN(const InputRef prefixes, input_of(b, args.prefixes));
+  TM_ASSIGN_OR_RETURN(const OutputRef counts_out, output_of(b, args.counts));
+  TM_ASSIGN_OR_RETURN(const OutputRef classes_out, output_of(b, args.classes));
+  tm_gpu::RadixJob job;
+  job.key = static_cast<uint32_t>(args.params.key);
+  job.shift = args.params.shift;
+  job.bits = args.params.bits;
+  job.center = args.params.center;
+  job.prefix_count = static_cast<uint32_t>(args.prefixes.elems);
+  TM_RETURN_IF_ERROR(b.activate());
+  // The prefixes travel in the launch's parameters: read them to the host first when resident.
+  const uint64_t prefix_bytes = args.prefixes.elems * sizeof(uint64_t);
+  if (prefix_bytes > 0 && prefixes.device) {
+    TM_RETURN_IF_ERROR(b.copy_to_host(reinterpret_cast<uint8_t*>(job.prefixes), prefixes.device, prefix_bytes));
+  } else if (prefix_bytes > 0) {
+    std::memcpy(job.prefixes, prefixes.host, prefix_bytes);
+  }
+  const tm_gpu::KernelBlock block = tm_gpu::kernel_block(*kdt);
+  const uint64_t counts_bytes = args.counts.arg.nbytes;
+  const uint64_t classes_bytes = ops::kRadixClasses * sizeof(unsigned long long);
+  const uint64_t total_blocks = args.input.elems / block.elems;
+  const uint64_t chunk_blocks = std::min(total_blocks, std::max<uint64_t>(1, chunk_limit(b, memory_budget) / block.bytes));
+  TM_RETURN_IF_ERROR(over_budget(counts_bytes + classes_bytes + (in.device ? 0 : 2 * chunk_blocks * block.bytes),
+                                 memory_budget, "radix_histogram"));
+  uint8_t* counts = counts_out.device;
+  if (!counts) {
+    TM_ASSIGN_OR_RETURN(counts, b.scratch(0, counts_bytes));
+  }
+  uint8_t* classes = classes_out.device;
+  if (!classes) {
+    TM_ASSIGN_OR_RETURN(classes, b.scratch(1, classes_bytes));
+  }
+  cudaStream_t stream = b.compute_stream();
+  TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(0), stream), "recording the start event"));
+  TM_RETURN_IF_ERROR(b.check(cudaMemsetAsync(counts, 0, counts_bytes, stream), "clearing the counts"));
+  TM_RETURN_IF_ERROR(b.check(cudaMemsetAsync(classes, 0, classes_bytes, stream), "clearing the classes"));
+  job.counts = reinterpret_cast<unsigned long long*>(counts);
+  job.classes = reinterpret_cast<unsigned long long*>(classes);
+  job.f8_table = b.f8_table(*kdt);
+  // A top digit without prefixes: its hot bins would serialise one set of atomics.
+  const uint64_t counters = counts_bytes / sizeof(unsigned long long);
+  if (args.prefixes.elems <= 1 && counters > tm_gpu::kRadixSharedCounters) {
+    const uint64_t copies_bytes = uint64_t{tm_gpu::kRadixCopies} * counters * sizeof(unsigned int);
+    TM_RETURN_IF_ERROR(over_budget(counts_bytes + classes_bytes + copies_bytes, memory_budget, "radix_histogram"));
+    uint8_t* copies = nullptr;
+    TM_ASSIGN_OR_RETURN(copies, b.scratch(4, copies_bytes));
+    TM_RETURN_IF_ERROR(b.check(cudaMemsetAsync(copies, 0, copies_bytes, stream), "clearing the counter copies"));
+    job.private_counts = reinterpret_cast<unsigned int*>(copies);
+  }
+  TM_RETURN_IF_ERROR(over_input_chunks(b, in, block, total_blocks, chunk_blocks, [&](const uint8_t* data, uint64_t elems) {
+    job.in = data;
+    job.elems = elems;
+    job.aligned = reinterpret_cast<uintptr_t>(data) % 16 == 0;
+    return b.check(tm_gpu::launch_radix_histogram(*kdt, job, stream), "launching radix_histogram");
+  }));
+  TM_RETURN_IF_ERROR(b.check(tm_gpu::launch_radix_merge_copies(job, stream), "adding the counter copies"));
+  TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(1), stream), "recording the stop event"));
+  TM_ASSIGN_OR_RETURN(report.device_ns, elapsed_ns(b, b.event(0), b.event(1)));
+  if (counts_out.host) TM_RETURN_IF_ERROR(b.copy_to_host(counts_out.host, counts, counts_bytes));
+  if (classes_out.host) TM_RETURN_IF_ERROR(b.copy_to_host(classes_out.host, classes, classes_bytes));
   return report;
 }
 

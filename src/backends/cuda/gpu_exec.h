@@ -41,5 +41,8 @@ Result<RunReport> run_tile_stats(GpuBackend& backend, const ops::TileStatsArgs& 
 Result<RunReport> run_decode(GpuBackend& backend, const ops::DecodeArgs& args, uint64_t memory_budget);
 /// tm.histogram@1 on validated arguments.
 Result<RunReport> run_histogram(GpuBackend& backend, const ops::HistogramArgs& args, uint64_t memory_budget);
+/// tm.radix_histogram@1 on validated arguments.
+Result<RunReport> run_radix_histogram(GpuBackend& backend, const ops::RadixHistogramArgs& args,
+                                      uint64_t memory_budget);
 
 }  // namespace tensormorph::gpu

@@ -32,8 +32,10 @@ Result<ops::CoreOp> core_op_of(const TM_OpInstance& op) {
   const TM_OpInstance instance = ops::read_abi_struct(&op);
   if (instance.op == nullptr) return Status::InvalidArgument(TM_GPU_VENDOR ": operation instance names no operation");
   auto kind = ops::core_op_from_id(instance.op);
-  // The exact summary is a sequential host pass over rare types: it has no device kernel.
-  if (!kind || *kind == ops::CoreOp::kExactSummary) {
+  // The exact summary is a sequential host pass over rare types: it has no device kernel. Top-k
+  // and channel statistics have none yet: the CPU serves them.
+  if (!kind || *kind == ops::CoreOp::kExactSummary || *kind == ops::CoreOp::kTopK ||
+      *kind == ops::CoreOp::kChannelStats) {
     return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + instance.op);
   }
   return *kind;
@@ -112,7 +114,17 @@ Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op
       efficiency = 0.25;
       break;
     }
-    case ops::CoreOp::kExactSummary: break;  // refused by core_op_of
+    case ops::CoreOp::kRadixHistogram: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(op));
+      dtype = args.input.dtype;
+      cost.bytes_read = args.input.arg.nbytes;
+      cost.bytes_written = args.counts.arg.nbytes + args.classes.arg.nbytes;
+      efficiency = 0.25;
+      break;
+    }
+    case ops::CoreOp::kExactSummary:
+    case ops::CoreOp::kTopK:
+    case ops::CoreOp::kChannelStats: break;  // refused by core_op_of
   }
   if (!kernel_dtype(dtype)) {
     return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + std::string(dtype_name(dtype)));
@@ -181,7 +193,8 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       support.level = TM_SUPPORT_PARTIAL;
       reason = "values tiles with cells of 8 or more elements (block statistics on the device, colours on the host); "
                "smaller cells fall back";
-    } else if (!kind || *kind == ops::CoreOp::kExactSummary) {
+    } else if (!kind || *kind == ops::CoreOp::kExactSummary || *kind == ops::CoreOp::kTopK ||
+               *kind == ops::CoreOp::kChannelStats) {
       reason = std::string(TM_GPU_VENDOR " does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
@@ -308,7 +321,14 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
         TM_ASSIGN_OR_RETURN(run, run_histogram(b, args, policy.memory_budget_bytes));
         break;
       }
-      case ops::CoreOp::kExactSummary: break;  // refused by core_op_of
+      case ops::CoreOp::kRadixHistogram: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(*op));
+        TM_ASSIGN_OR_RETURN(run, run_radix_histogram(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kExactSummary:
+      case ops::CoreOp::kTopK:
+      case ops::CoreOp::kChannelStats: break;  // refused by core_op_of
     }
     ops::write_execution_report(report, TM_EXACT_BITWISE, run.device_ns, run.bytes_read, run.bytes_written);
     return Status::Ok();

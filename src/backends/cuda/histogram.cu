@@ -19,28 +19,6 @@ __device__ __forceinline__ uint64_t bin_of(float value, const HistogramJob& job)
   return b >= static_cast<double>(job.bins) ? job.bins - 1 : static_cast<uint64_t>(b);
 }
 
-template <class D>
-__device__ __forceinline__ void group_values(const HistogramJob& job, uint64_t i, float (&v)[4], int& n) {
-  n = job.elems - i < 4 ? static_cast<int>(job.elems - i) : 4;
-  if constexpr (D::kBlockElems == 1) {
-    if (n == 4 && job.aligned) {
-      const typename D::Word w = D::template load_word<true>(job.in, i);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = __uint_as_float(D::bits(w, e, job.f8_table));
-    } else {
-      for (int e = 0; e < n; ++e) v[e] = __uint_as_float(D::element_bits(job.in, i + e, job.f8_table));
-    }
-  } else {
-    const uint8_t* block = job.in + (i / D::kBlockElems) * D::kBlockBytes;
-    const uint32_t j = static_cast<uint32_t>(i % D::kBlockElems);
-    if (job.aligned) {
-      D::template decode4<true>(block, j, PlainArith{}, v);
-    } else {
-      D::template decode4<false>(block, j, PlainArith{}, v);
-    }
-  }
-}
-
 template <class D, bool kShared>
 __global__ void __launch_bounds__(kThreads) histogram_kernel(HistogramJob job) {
   extern __shared__ unsigned int local[];
@@ -54,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) histogram_kernel(HistogramJob job) {
   for (uint64_t g = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step) {
     float v[4];
     int n = 0;
-    group_values<D>(job, 4 * g, v, n);
+    decode_group4<D>(job.in, job.elems, 4 * g, job.aligned, job.f8_table, v, n);
     for (int e = 0; e < n; ++e) {
       const uint64_t bin = bin_of(v[e], job);
       if constexpr (kShared) {

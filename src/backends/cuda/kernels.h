@@ -111,6 +111,37 @@ struct HistogramJob {
 /// Bins job.elems elements.
 cudaError_t launch_histogram(KernelDType dtype, const HistogramJob& job, cudaStream_t stream);
 
+/// One launch of tm.radix_histogram@1 over `elems` elements, adding into `counts` and `classes`.
+struct RadixJob {
+  const uint8_t* in = nullptr;          ///< first block
+  uint64_t elems = 0;                   ///< whole blocks
+  uint32_t key = 0;                     ///< a TM_RADIX_KEY_* value
+  uint32_t shift = 0;                   ///< the digit's lowest key bit
+  uint32_t bits = 0;                    ///< the digit's width
+  uint32_t prefix_count = 0;            ///< P (0: every finite element counts into row 0)
+  double center = 0;                    ///< of the deviation key
+  uint64_t prefixes[TM_RADIX_MAX_PREFIXES] = {};  ///< the key bits above the digit, per row
+  unsigned long long* counts = nullptr;   ///< max(P, 1) << bits counters, added to
+  unsigned long long* classes = nullptr;  ///< finite, NaN, +Inf, -Inf counters, added to
+  /// Zeroed device memory for kRadixCopies copies of the counters as 32-bit values, or null: with
+  /// it, blocks count into copy blockIdx % kRadixCopies and a second kernel adds the copies into
+  /// `counts`, which spreads the atomics of a top digit over many addresses where a few hot bins
+  /// would serialise them.
+  unsigned int* private_counts = nullptr;
+  bool aligned = false;                 ///< `in` is 16-byte aligned
+  const float* f8_table = nullptr;      ///< for the F8 dtypes
+};
+
+/// Copies of the counters a radix histogram spreads its atomics over (RadixJob::private_counts).
+constexpr uint32_t kRadixCopies = 64;
+/// Counters above which a radix histogram no longer fits a block's shared memory.
+constexpr uint64_t kRadixSharedCounters = 12288;
+
+/// Counts job.elems elements (into the private copies when the job has them).
+cudaError_t launch_radix_histogram(KernelDType dtype, const RadixJob& job, cudaStream_t stream);
+/// Adds the job's private copies into job.counts, once every launch over the input is enqueued.
+cudaError_t launch_radix_merge_copies(const RadixJob& job, cudaStream_t stream);
+
 /// Reads `bytes` (a multiple of 16) at `data` and folds them into `*sink` (device memory bandwidth probe).
 cudaError_t launch_read_probe(const void* data, uint64_t bytes, unsigned long long* sink, cudaStream_t stream);
 

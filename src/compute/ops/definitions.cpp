@@ -3,12 +3,16 @@
 #include "compute/ops/definitions.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
+#include "compute/ops/channel_stats.h"
 #include "compute/ops/op_instance.h"
+#include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
 #include "compute/ops/render_tile.h"
+#include "compute/ops/top_k.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::ops {
@@ -83,6 +87,48 @@ Status render_on_instance(const TM_OpInstance& instance) {
   std::vector<TM_TileStats> grid(a.rows * a.cols);
   if (!grid.empty()) std::memcpy(grid.data(), in.data(), grid.size() * sizeof(TM_TileStats));
   return render_stats_reference(grid, a.rows, a.cols, a.params, rgba);
+}
+
+Status radix_histogram_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const RadixHistogramArgs a, parse_radix_histogram(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto prefix_bytes, host_input(a.prefixes));
+  TM_ASSIGN_OR_RETURN(const auto counts, host_output(a.counts));
+  TM_ASSIGN_OR_RETURN(const auto classes, host_output(a.classes));
+  std::vector<uint64_t> prefixes(a.prefixes.elems);
+  if (!prefixes.empty()) std::memcpy(prefixes.data(), prefix_bytes.data(), prefix_bytes.size());
+  std::array<uint64_t, kRadixClasses> class_counts{};
+  TM_RETURN_IF_ERROR(into_output<uint64_t>(counts, [&](std::span<uint64_t> v) {
+    return radix_histogram_reference({a.input.dtype, in, a.input.elems}, a.params, prefixes, v, class_counts);
+  }));
+  std::memcpy(classes.data(), class_counts.data(), sizeof class_counts);
+  return Status::Ok();
+}
+
+Status top_k_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const TopKArgs a, parse_top_k(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto indices, host_output(a.indices));
+  TM_ASSIGN_OR_RETURN(const auto values, host_output(a.values));
+  std::vector<uint64_t> index(a.k);
+  std::vector<float> value(a.k);
+  uint64_t written = 0;
+  TM_RETURN_IF_ERROR(top_k_reference({a.input.dtype, in, a.input.elems}, index, value, &written));
+  std::memcpy(indices.data(), index.data(), indices.size());
+  std::memcpy(values.data(), value.data(), values.size());
+  return Status::Ok();
+}
+
+Status channel_stats_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const ChannelStatsArgs a, parse_channel_stats(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto rows, host_output(a.rows_out));
+  TM_ASSIGN_OR_RETURN(const auto cols, host_output(a.cols_out));
+  std::vector<TM_TileStats> row_stats(a.rows), col_stats(a.cols);
+  TM_RETURN_IF_ERROR(channel_stats_reference({a.input.dtype, in, a.rows, a.cols}, row_stats, col_stats));
+  if (!rows.empty()) std::memcpy(rows.data(), row_stats.data(), rows.size());
+  if (!cols.empty()) std::memcpy(cols.data(), col_stats.data(), cols.size());
+  return Status::Ok();
 }
 
 // ---- The definitions -----------------------------------------------------------------------------
@@ -304,6 +350,107 @@ OpDefinition sampled_definition() {
   return d;
 }
 
+OpDefinition radix_histogram_definition() {
+  OpDefinition d;
+  d.id = TM_OP_RADIX_HISTOGRAM;
+  d.summary = "Counts of one digit of the finite values' order keys, under up to 16 prefixes";
+  d.inputs = {decodable_input("contiguous elements, a whole number of blocks", 0, 8),
+              {"prefixes", {DType::kU64}, "U64", 1, 1,
+               "U64[P], P in [0, 16]: the key bits above the digit of each histogram (P = 0: one, of all)"}};
+  d.attributes = {
+      int_attribute(TM_ATTR_KEY, TM_RADIX_KEY_VALUE, TM_RADIX_KEY_DEVIATION,
+                    "0 value order (32 bits), 1 magnitude (32 bits), 2 |double(x) - center| (64 bits)"),
+      int_attribute(TM_ATTR_SHIFT, 0, 63, "the digit's lowest key bit (shift + bits <= the key's width)"),
+      int_attribute(TM_ATTR_BITS, 1, TM_RADIX_MAX_BITS, "the digit's width"),
+      {TM_ATTR_CENTER, AttributeKind::kFloat, true, 0, -1.7976931348623157e308, 1.7976931348623157e308,
+       "the centre of the deviation key (finite; 0 for the other keys)"},
+  };
+  d.outputs = {{"counts", DType::kU64, "U64[max(P, 1) * 2^bits]", OutputSize::kDetermined,
+                "per prefix, the finite elements under it with each digit value"},
+               {"classes", DType::kU64, "U64[4]", OutputSize::kDetermined, "finite, NaN, +Inf and -Inf elements"}};
+  d.exactness_definition = "exact integer counts of the keys of docs/COMPUTE.md#order-statistics";
+  d.reference = radix_histogram_on_instance;
+  constexpr uint64_t kElems = 256 * 300;
+  struct Case {
+    const char* label;
+    RadixKey key;
+    uint32_t shift, bits;
+    double center;
+    std::vector<uint64_t> prefixes;
+  };
+  // Prefixes where the test's values are dense: keys of typical weights of either sign, and zero.
+  std::vector<uint64_t> value_top, magnitude_high, deviation_top;
+  for (const float m : {1e-4f, 5e-4f, 1e-3f, 2e-3f, 5e-3f, 0.01f, 0.02f, 0.03f}) {
+    value_top.push_back(value_order_key(m) >> 16);
+    value_top.push_back(value_order_key(-m) >> 16);
+    magnitude_high.push_back(magnitude_key(m) >> 8);
+    deviation_top.push_back(deviation_key(m, 0.0) >> 48);
+  }
+  value_top.resize(14);
+  value_top.push_back(value_order_key(0.0f) >> 16);
+  value_top.push_back(value_order_key(-0.0f) >> 16);
+  const Case cases[] = {
+      {"value key, top digit", RadixKey::kValue, 16, 16, 0, {}},
+      {"magnitude key, top digit", RadixKey::kMagnitude, 16, 16, 0, {}},
+      {"value key, low digit under 16 prefixes", RadixKey::kValue, 0, 16, 0, value_top},
+      {"value key, 11-bit digit", RadixKey::kValue, 21, 11, 0, {}},
+      {"magnitude key, 8-bit digit under 8 prefixes", RadixKey::kMagnitude, 0, 8, 0, magnitude_high},
+      {"deviation key, top digit", RadixKey::kDeviation, 48, 16, 1e-3, {}},
+      {"deviation key, second digit under 8 prefixes", RadixKey::kDeviation, 32, 16, -3e-3, deviation_top},
+  };
+  for (const Case& c : cases) {
+    const uint64_t p = c.prefixes.size();
+    d.cases.push_back({c.label,
+                       {{std::nullopt, {kElems}}, {DType::kU64, {p}, c.prefixes}},
+                       {ci(TM_ATTR_KEY, static_cast<int64_t>(c.key)), ci(TM_ATTR_SHIFT, c.shift),
+                        ci(TM_ATTR_BITS, c.bits), cf(TM_ATTR_CENTER, c.center)},
+                       {{DType::kU64, {std::max<uint64_t>(p, 1) << c.bits}}, {DType::kU64, {kRadixClasses}}},
+                       true});
+  }
+  return d;
+}
+
+OpDefinition top_k_definition() {
+  OpDefinition d;
+  d.id = TM_OP_TOP_K;
+  d.summary = "The k finite elements of largest magnitude, with their positions";
+  d.inputs = {decodable_input("contiguous elements, a whole number of blocks", 0, 8)};
+  d.attributes = {int_attribute(TM_ATTR_K, 1, TM_TOP_K_MAX, "how many elements")};
+  d.outputs = {{"indices", DType::kU64, "U64[k]", OutputSize::kDataDependent,
+                "flat indices of min(k, finite elements) elements, then UINT64_MAX"},
+               {"values", DType::kF32, "F32[k]", OutputSize::kDataDependent,
+                "their values, then the quiet NaN 0x7fc00000"}};
+  d.exactness_definition =
+      "bitwise: the elements ordered by |value| descending (the bits of |x|), then by index ascending";
+  d.reference = top_k_on_instance;
+  constexpr uint64_t kElems = 256 * 300;
+  for (const uint64_t k : {uint64_t{1}, uint64_t{100}, uint64_t{4096}, kElems + 100}) {
+    d.cases.push_back({"k " + std::to_string(k), {{std::nullopt, {kElems}}}, {ci(TM_ATTR_K, static_cast<int64_t>(k))},
+                       {{DType::kU64, {k}}, {DType::kF32, {k}}}, true});
+  }
+  return d;
+}
+
+OpDefinition channel_stats_definition() {
+  OpDefinition d;
+  d.id = TM_OP_CHANNEL_STATS;
+  d.summary = "Statistics of every row and every column of a matrix";
+  d.inputs = {decodable_input("[rows, cols], contiguous row-major; blocks never cross rows", 2, 2)};
+  d.outputs = {{"rows", DType::kU8, "U8[rows * sizeof(TM_TileStats)]", OutputSize::kDetermined, "one TM_TileStats per row"},
+               {"columns", DType::kU8, "U8[cols * sizeof(TM_TileStats)]", OutputSize::kDetermined,
+                "one TM_TileStats per column"}};
+  d.exactness_definition =
+      "counts, min, max, absmax exact (-0.0 below +0.0); row sums the halving tree over bit_ceil(cols) slots, column "
+      "sums the contiguous pairwise tree over bit_ceil(rows) row slots, +0.0 padded (docs/COMPUTE.md)";
+  d.reference = channel_stats_on_instance;
+  for (const auto& [rows, cols] : {std::pair<uint64_t, uint64_t>{300, 512}, {1, 768}, {257, 256}, {64, 1024}}) {
+    d.cases.push_back({std::to_string(rows) + " x " + std::to_string(cols), {{std::nullopt, {rows, cols}}}, {},
+                       {{DType::kU8, {rows * sizeof(TM_TileStats)}}, {DType::kU8, {cols * sizeof(TM_TileStats)}}},
+                       true});
+  }
+  return d;
+}
+
 }  // namespace
 
 const std::vector<DType>& decodable_dtypes() {
@@ -320,7 +467,9 @@ const std::vector<DType>& decodable_dtypes() {
 std::span<const OpDefinition> builtin_definitions() {
   static const std::vector<OpDefinition> definitions = [] {
     std::vector<OpDefinition> v = {decode_definition(),     tile_stats_definition(), histogram_definition(),
-                                   exact_summary_definition(), render_definition(), sampled_definition()};
+                                   exact_summary_definition(), render_definition(), sampled_definition(),
+                                   radix_histogram_definition(), top_k_definition(),
+                                   channel_stats_definition()};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return v;
   }();

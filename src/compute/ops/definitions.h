@@ -26,6 +26,14 @@ inline constexpr const char* kAttrMagnify = TM_ATTR_MAGNIFY;
 inline constexpr const char* kAttrStat = TM_ATTR_STAT;
 inline constexpr const char* kAttrColormap = TM_ATTR_COLORMAP;
 
+/// Attribute names of tm.radix_histogram@1 (key, shift, bits integers; center floating-point).
+inline constexpr const char* kAttrKey = TM_ATTR_KEY;
+inline constexpr const char* kAttrShift = TM_ATTR_SHIFT;
+inline constexpr const char* kAttrBits = TM_ATTR_BITS;
+inline constexpr const char* kAttrCenter = TM_ATTR_CENTER;
+/// Attribute name of tm.top_k@1 (integer).
+inline constexpr const char* kAttrK = TM_ATTR_K;
+
 /// Every built-in operation, ordered by id. Adding an operation adds its definition here.
 std::span<const OpDefinition> builtin_definitions();
 

@@ -64,6 +64,7 @@ struct LadderRung {
 struct CaseTensor {
   std::optional<DType> dtype;  ///< an input without one is run for every dtype the input accepts
   std::vector<uint64_t> shape;
+  std::vector<uint64_t> values;  ///< a U64 input's fixed values (its element count of them); else none
 };
 
 /// One attribute value of a conformance case.
@@ -79,8 +80,9 @@ struct ConformanceCase {
   std::vector<CaseTensor> inputs;
   std::vector<CaseAttribute> attributes;
   std::vector<CaseTensor> outputs;      ///< for data-dependent outputs: the capacity
-  /// Input values the test writes: random finite values, or random values with NaN and +-Inf mixed
-  /// in; tile-statistics grids are always written as real statistics of random matrices.
+  /// Values the test writes into the first input: random finite values, or random values with NaN
+  /// and +-Inf mixed in; tile-statistics grids are always written as real statistics of random
+  /// matrices. Later inputs hold their fixed values.
   bool with_non_finite = false;
 };
 

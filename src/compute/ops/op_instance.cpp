@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "core/dtype_abi.h"
 #include "compute/ops/definitions.h"
+#include "compute/ops/radix_histogram.h"
 
 namespace tensormorph::ops {
 namespace {
@@ -69,9 +71,11 @@ Status read_io(const std::string& op, const TM_OpInstance& instance, TensorArgum
   return Status::Ok();
 }
 
-/// The instance's attributes by name; unknown names, duplicates and missing ones are errors.
+/// The instance's attributes by name; unknown names, duplicates and missing ones are errors
+/// (the `optional` ones may be missing).
 Result<std::map<std::string, TM_Attribute>> read_attributes(const std::string& op, const TM_OpInstance& instance,
-                                                            const std::vector<std::string>& expected) {
+                                                            const std::vector<std::string>& expected,
+                                                            const std::vector<std::string>& optional = {}) {
   std::map<std::string, TM_Attribute> found;
   if (instance.attribute_count > 0 && instance.attributes == nullptr) return invalid(op, "attribute array is null");
   const size_t stride = instance.attribute_count > 0 ? instance.attributes->struct_size : 0;
@@ -82,7 +86,8 @@ Result<std::map<std::string, TM_Attribute>> read_attributes(const std::string& o
     const TM_Attribute attr = read_abi_struct(element);
     if (attr.name == nullptr) return invalid(op, "attribute " + std::to_string(i) + " has no name");
     const std::string name = attr.name;
-    if (std::find(expected.begin(), expected.end(), name) == expected.end()) {
+    if (std::find(expected.begin(), expected.end(), name) == expected.end() &&
+        std::find(optional.begin(), optional.end(), name) == optional.end()) {
       return invalid(op, "unknown attribute '" + name + "'");
     }
     if (!found.emplace(name, attr).second) return invalid(op, "attribute '" + name + "' given twice");
@@ -114,6 +119,9 @@ std::optional<CoreOp> core_op_from_id(std::string_view id) {
   if (id == TM_OP_TILE_STATS) return CoreOp::kTileStats;
   if (id == TM_OP_HISTOGRAM) return CoreOp::kHistogram;
   if (id == TM_OP_EXACT_SUMMARY) return CoreOp::kExactSummary;
+  if (id == TM_OP_RADIX_HISTOGRAM) return CoreOp::kRadixHistogram;
+  if (id == TM_OP_TOP_K) return CoreOp::kTopK;
+  if (id == TM_OP_CHANNEL_STATS) return CoreOp::kChannelStats;
   return std::nullopt;
 }
 
@@ -198,6 +206,114 @@ Result<ExactSummaryArgs> parse_exact_summary(const TM_OpInstance& op) {
   if (args.output.dtype != DType::kU8 || args.output.elems != sizeof(TM_ExactSummary)) {
     return invalid(id, "output must be U8[" + std::to_string(sizeof(TM_ExactSummary)) + "], got " +
                            std::string(dtype_name(args.output.dtype)) + shape_text(args.output.arg));
+  }
+  return args;
+}
+
+Result<RadixHistogramArgs> parse_radix_histogram(const TM_OpInstance& op) {
+  const std::string id = TM_OP_RADIX_HISTOGRAM;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_RADIX_HISTOGRAM));
+  if (instance.input_count != 2 || instance.output_count != 2) {
+    return invalid(id, "takes 2 inputs (values, prefixes) and 2 outputs (counts, classes), got " +
+                           std::to_string(instance.input_count) + " and " + std::to_string(instance.output_count));
+  }
+  RadixHistogramArgs args;
+  const char* roles[] = {"input", "prefixes", "counts", "classes"};
+  TensorArgument* targets[] = {&args.input, &args.prefixes, &args.counts, &args.classes};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const bool output = i >= 2;
+    TM_ASSIGN_OR_RETURN(TM_TensorArg arg, tensor_arg_at(id, roles[i], output ? instance.outputs : instance.inputs, i % 2));
+    TM_ASSIGN_OR_RETURN(*targets[i], check_tensor(id, roles[i], arg, output));
+  }
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {kAttrKey, kAttrShift, kAttrBits}, {kAttrCenter}));
+  const int64_t key = attrs.at(kAttrKey).i;
+  if (key < TM_RADIX_KEY_VALUE || key > TM_RADIX_KEY_DEVIATION) {
+    return invalid(id, "key " + std::to_string(key) + " is not a TM_RADIX_KEY_* value (0, 1 or 2)");
+  }
+  args.params.key = static_cast<RadixKey>(key);
+  TM_ASSIGN_OR_RETURN(const uint64_t shift, non_negative(id, attrs, kAttrShift));
+  TM_ASSIGN_OR_RETURN(const uint64_t bits, non_negative(id, attrs, kAttrBits));
+  if (shift > 64 || bits > 64) return invalid(id, "shift " + std::to_string(shift) + " or bits " + std::to_string(bits) + " exceeds 64");
+  args.params.shift = static_cast<uint32_t>(shift);
+  args.params.bits = static_cast<uint32_t>(bits);
+  if (const auto it = attrs.find(kAttrCenter); it != attrs.end()) args.params.center = it->second.f;
+  if (args.params.key != RadixKey::kDeviation && args.params.center != 0) {
+    return invalid(id, "the centre applies to the deviation key only");
+  }
+  if (args.prefixes.dtype != DType::kU64 || args.prefixes.arg.rank != 1) {
+    return invalid(id, "prefixes must be U64 of rank 1, got " + std::string(dtype_name(args.prefixes.dtype)) +
+                           shape_text(args.prefixes.arg));
+  }
+  TM_RETURN_IF_ERROR(check_radix_params(args.params, args.prefixes.elems));
+  const uint64_t slots = radix_count_slots(args.params, args.prefixes.elems);
+  if (args.counts.dtype != DType::kU64 || args.counts.arg.rank != 1 || args.counts.elems != slots) {
+    return invalid(id, "counts must be U64[" + std::to_string(slots) + "], got " +
+                           std::string(dtype_name(args.counts.dtype)) + shape_text(args.counts.arg));
+  }
+  if (args.classes.dtype != DType::kU64 || args.classes.arg.rank != 1 || args.classes.elems != kRadixClasses) {
+    return invalid(id, "classes must be U64[4], got " + std::string(dtype_name(args.classes.dtype)) +
+                           shape_text(args.classes.arg));
+  }
+  return args;
+}
+
+Result<TopKArgs> parse_top_k(const TM_OpInstance& op) {
+  const std::string id = TM_OP_TOP_K;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_TOP_K));
+  if (instance.input_count != 1 || instance.output_count != 2) {
+    return invalid(id, "takes 1 input and 2 outputs (indices, values), got " + std::to_string(instance.input_count) +
+                           " and " + std::to_string(instance.output_count));
+  }
+  TopKArgs args;
+  TM_ASSIGN_OR_RETURN(TM_TensorArg in, tensor_arg_at(id, "input", instance.inputs, 0));
+  TM_ASSIGN_OR_RETURN(args.input, check_tensor(id, "input", in, false));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg indices, tensor_arg_at(id, "indices", instance.outputs, 0));
+  TM_ASSIGN_OR_RETURN(args.indices, check_tensor(id, "indices", indices, true));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg values, tensor_arg_at(id, "values", instance.outputs, 1));
+  TM_ASSIGN_OR_RETURN(args.values, check_tensor(id, "values", values, true));
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {kAttrK}));
+  TM_ASSIGN_OR_RETURN(args.k, non_negative(id, attrs, kAttrK));
+  if (args.k < 1 || args.k > TM_TOP_K_MAX) {
+    return invalid(id, "k " + std::to_string(args.k) + " is outside [1, " + std::to_string(TM_TOP_K_MAX) + "]");
+  }
+  if (args.indices.dtype != DType::kU64 || args.indices.arg.rank != 1 || args.indices.elems != args.k) {
+    return invalid(id, "indices must be U64[" + std::to_string(args.k) + "], got " +
+                           std::string(dtype_name(args.indices.dtype)) + shape_text(args.indices.arg));
+  }
+  if (args.values.dtype != DType::kF32 || args.values.arg.rank != 1 || args.values.elems != args.k) {
+    return invalid(id, "values must be F32[" + std::to_string(args.k) + "], got " +
+                           std::string(dtype_name(args.values.dtype)) + shape_text(args.values.arg));
+  }
+  return args;
+}
+
+Result<ChannelStatsArgs> parse_channel_stats(const TM_OpInstance& op) {
+  const std::string id = TM_OP_CHANNEL_STATS;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_CHANNEL_STATS));
+  if (instance.input_count != 1 || instance.output_count != 2) {
+    return invalid(id, "takes 1 input and 2 outputs (rows, columns), got " + std::to_string(instance.input_count) +
+                           " and " + std::to_string(instance.output_count));
+  }
+  ChannelStatsArgs args;
+  TM_ASSIGN_OR_RETURN(TM_TensorArg in, tensor_arg_at(id, "input", instance.inputs, 0));
+  TM_ASSIGN_OR_RETURN(args.input, check_tensor(id, "input", in, false));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg rows, tensor_arg_at(id, "rows", instance.outputs, 0));
+  TM_ASSIGN_OR_RETURN(args.rows_out, check_tensor(id, "rows", rows, true));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg cols, tensor_arg_at(id, "columns", instance.outputs, 1));
+  TM_ASSIGN_OR_RETURN(args.cols_out, check_tensor(id, "columns", cols, true));
+  TM_RETURN_IF_ERROR(read_attributes(id, instance, {}).status());
+  if (args.input.arg.rank != 2) return invalid(id, "input has rank " + std::to_string(args.input.arg.rank) + ", not 2");
+  args.rows = args.input.arg.shape[0];
+  args.cols = args.input.arg.shape[1];
+  TM_RETURN_IF_ERROR(matrix_row_bytes(args.input.dtype, args.cols).status());
+  for (const auto& [out, n, what] : {std::tuple{&args.rows_out, args.rows, "rows"}, std::tuple{&args.cols_out, args.cols, "columns"}}) {
+    uint64_t expected = 0;
+    if (out->dtype != DType::kU8 || out->arg.rank != 1 ||
+        __builtin_mul_overflow(n, uint64_t{sizeof(TM_TileStats)}, &expected) || out->elems != expected) {
+      return invalid(id, std::string(what) + " must be U8[" + std::to_string(n) + " * " +
+                             std::to_string(sizeof(TM_TileStats)) + "], got " + std::string(dtype_name(out->dtype)) +
+                             shape_text(out->arg));
+    }
   }
   return args;
 }

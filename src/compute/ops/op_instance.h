@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/dtype.h"
@@ -17,7 +18,7 @@
 namespace tensormorph::ops {
 
 /// The core operations.
-enum class CoreOp { kDecode, kTileStats, kHistogram, kExactSummary };
+enum class CoreOp { kDecode, kTileStats, kHistogram, kExactSummary, kRadixHistogram, kTopK, kChannelStats };
 
 /// The core operation named `id` ("tm.tile_stats@1"), or nullopt.
 std::optional<CoreOp> core_op_from_id(std::string_view id);
@@ -93,6 +94,32 @@ struct ExactSummaryArgs {
   TensorArgument output;  ///< U8[sizeof(TM_ExactSummary)]
 };
 
+/// tm.radix_histogram@1's validated arguments.
+struct RadixHistogramArgs {
+  TensorArgument input;     ///< any decodable, contiguous elements
+  TensorArgument prefixes;  ///< U64[P]
+  TensorArgument counts;    ///< U64[max(P, 1) * 2^bits]
+  TensorArgument classes;   ///< U64[4]
+  RadixParams params;
+};
+
+/// tm.top_k@1's validated arguments.
+struct TopKArgs {
+  TensorArgument input;    ///< any decodable, contiguous elements
+  TensorArgument indices;  ///< U64[k]
+  TensorArgument values;   ///< F32[k]
+  uint64_t k = 0;
+};
+
+/// tm.channel_stats@1's validated arguments.
+struct ChannelStatsArgs {
+  TensorArgument input;  ///< rank 2
+  TensorArgument rows_out;  ///< U8[rows * sizeof(TM_TileStats)]
+  TensorArgument cols_out;  ///< U8[cols * sizeof(TM_TileStats)]
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+
 /// Checks the instance's operation, argument counts, dtypes, shapes, nbytes, data pointers and
 /// attributes for tm.decode@1; INVALID_ARGUMENT naming what is wrong.
 Result<DecodeArgs> parse_decode(const TM_OpInstance& op);
@@ -103,6 +130,15 @@ Result<HistogramArgs> parse_histogram(const TM_OpInstance& op);
 
 /// Same for tm.exact_summary@1 (an input dtype exact_summary_supported() accepts).
 Result<ExactSummaryArgs> parse_exact_summary(const TM_OpInstance& op);
+
+/// Same for tm.radix_histogram@1 (the digit inside the key, the prefix count, the outputs' sizes).
+Result<RadixHistogramArgs> parse_radix_histogram(const TM_OpInstance& op);
+
+/// Same for tm.top_k@1 (k in [1, TM_TOP_K_MAX], both outputs of k entries).
+Result<TopKArgs> parse_top_k(const TM_OpInstance& op);
+
+/// Same for tm.channel_stats@1 (a matrix of whole blocks per row, outputs of one record per row / column).
+Result<ChannelStatsArgs> parse_channel_stats(const TM_OpInstance& op);
 
 /// OK when a result of `achieved` exactness (with relative `achieved_bound` when BOUNDED) meets
 /// `policy`'s floor; UNIMPLEMENTED when it is weaker; INVALID_ARGUMENT for an unknown floor.

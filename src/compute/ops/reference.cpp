@@ -8,9 +8,7 @@
 #include "tensormorph/decode.h"
 
 namespace tensormorph::ops {
-namespace {
 
-/// Checks that `tensor.bytes` holds exactly the storage of `tensor.elems` elements.
 Status check_tensor_bytes(const char* op, const TensorView& tensor) {
   if (static_cast<size_t>(tensor.dtype) >= static_cast<size_t>(DType::kCount)) {
     return Status::InvalidArgument(std::string(op) + ": unknown dtype value " +
@@ -26,8 +24,6 @@ Status check_tensor_bytes(const char* op, const TensorView& tensor) {
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Status check_histogram_params(double lo, double hi, uint64_t bins, uint64_t out_counts) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {

@@ -37,6 +37,10 @@ struct ViewRange {
   uint64_t col_end = 0;
 };
 
+/// Checks that `tensor.bytes` holds exactly the storage of `tensor.elems` elements of a known
+/// dtype; INVALID_ARGUMENT naming `op` otherwise.
+Status check_tensor_bytes(const char* op, const TensorView& tensor);
+
 /// Number of tiles along each axis of a view.
 struct TileGrid {
   uint64_t rows = 0;

@@ -1,0 +1,180 @@
+// tm.radix_histogram@1 on the CPU: chunks decoded to float32 and counted in parallel into
+// per-thread counts. Counts are integers, so any merge order gives the reference's answer.
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::cpu {
+namespace {
+
+/// Elements decoded and counted at a time by one thread.
+constexpr uint64_t kChunkElems = uint64_t{1} << 16;
+
+/// The histogram rows of the distinct prefixes, found by open addressing: most elements match
+/// none, and a lookup costs a multiply and a compare or two.
+class PrefixTable {
+ public:
+  explicit PrefixTable(std::span<const uint64_t> prefixes) {
+    slots_.fill({0, kEmpty});
+    for (size_t p = 0; p < prefixes.size(); ++p) {
+      size_t at = hash(prefixes[p]);
+      while (slots_[at].row != kEmpty && slots_[at].prefix != prefixes[p]) at = (at + 1) % kSlots;
+      if (slots_[at].row == kEmpty) slots_[at] = {prefixes[p], static_cast<uint32_t>(p)};
+    }
+  }
+  /// The row counting `prefix`, or kEmpty.
+  uint32_t row(uint64_t prefix) const {
+    for (size_t at = hash(prefix);; at = (at + 1) % kSlots) {
+      if (slots_[at].row == kEmpty || slots_[at].prefix == prefix) return slots_[at].row;
+    }
+  }
+  static constexpr uint32_t kEmpty = ~uint32_t{0};
+
+ private:
+  static constexpr size_t kSlots = 64;  // four times TM_RADIX_MAX_PREFIXES: probes stay short
+  static size_t hash(uint64_t prefix) { return static_cast<size_t>((prefix * 0x9e3779b97f4a7c15ull) >> 58); }
+  struct Slot {
+    uint64_t prefix;
+    uint32_t row;
+  };
+  std::array<Slot, kSlots> slots_;
+};
+
+/// Elements one thread counts into its 32-bit counters before it adds them to its 64-bit totals.
+constexpr uint64_t kFlushElems = (uint64_t{1} << 32) - 2 * kChunkElems;
+
+/// One thread's counts: 32-bit counters (half the cache of 64-bit ones), two interleaved sets
+/// without prefixes (consecutive equal digits would otherwise wait on each other's increments),
+/// added into 64-bit totals before any could overflow.
+struct ThreadCounts {
+  std::vector<float> values;
+  std::vector<uint32_t> counts[2];
+  std::vector<uint64_t> totals;
+  uint64_t pending = 0;  // elements counted since the last flush
+  std::array<uint64_t, ops::kRadixClasses> classes{};
+  Status status;
+
+  void flush() {
+    for (auto& c : counts) {
+      for (size_t i = 0; i < c.size(); ++i) totals[i] += c[i];
+      std::fill(c.begin(), c.end(), 0u);
+    }
+    pending = 0;
+  }
+};
+
+/// Counts `values` into `local` under key `K` (a RadixKey as a template argument, so the key's
+/// branch leaves the inner loop).
+template <ops::RadixKey K>
+void count_values(std::span<const float> values, const ops::RadixParams& params, const PrefixTable* table,
+                  ThreadCounts& local) {
+  const uint64_t digit_mask = (uint64_t{1} << params.bits) - 1;
+  const uint32_t prefix_shift = params.shift + params.bits;
+  uint64_t finite = 0;
+  uint32_t* const sets[2] = {local.counts[0].data(), local.counts[table == nullptr ? 1 : 0].data()};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    if (!std::isfinite(v)) {
+      ++local.classes[std::isnan(v) ? 1 : v > 0 ? 2 : 3];
+      continue;
+    }
+    ++finite;
+    uint64_t key;
+    if constexpr (K == ops::RadixKey::kValue) {
+      key = ops::value_order_key(v);
+    } else if constexpr (K == ops::RadixKey::kMagnitude) {
+      key = ops::magnitude_key(v);
+    } else {
+      key = ops::deviation_key(v, params.center);
+    }
+    const uint64_t digit = (key >> params.shift) & digit_mask;
+    if (table == nullptr) {
+      ++sets[i & 1][digit];
+    } else if (const uint32_t row = table->row(key >> prefix_shift); row != PrefixTable::kEmpty) {
+      ++sets[0][(uint64_t{row} << params.bits) + digit];
+    }
+  }
+  local.classes[0] += finite;
+  local.pending += values.size();
+  if (local.pending >= kFlushElems) local.flush();
+}
+
+}  // namespace
+
+Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& params, std::span<const uint64_t> prefixes,
+                       std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes,
+                       uint32_t max_threads) {
+  TM_RETURN_IF_ERROR(ops::check_tensor_bytes(TM_OP_RADIX_HISTOGRAM, tensor));
+  TM_RETURN_IF_ERROR(ops::check_radix_params(params, prefixes.size()));
+  if (counts.size() != ops::radix_count_slots(params, prefixes.size())) {
+    return Status::InvalidArgument(std::string(TM_OP_RADIX_HISTOGRAM) + ": the counts need " +
+                                   std::to_string(ops::radix_count_slots(params, prefixes.size())) + " slots");
+  }
+  if (!dtype_decodable(tensor.dtype)) return Status::Unsupported(std::string(dtype_not_decodable_reason(tensor.dtype)));
+  const PrefixTable table(prefixes);
+  const PrefixTable* lookup = prefixes.empty() ? nullptr : &table;
+  const DTypeInfo& info = dtype_info(tensor.dtype);
+  const uint64_t blocks = tensor.elems / info.block_elems;
+  const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkElems / info.block_elems);
+  const uint64_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
+  tbb::enumerable_thread_specific<ThreadCounts> locals;
+  tbb::task_arena arena(max_threads == 0 ? tbb::task_arena::automatic : static_cast<int>(max_threads));
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, chunks), [&](const tbb::blocked_range<uint64_t>& r) {
+      ThreadCounts& local = locals.local();
+      if (local.totals.empty()) {
+        local.totals.assign(counts.size(), 0);
+        local.counts[0].assign(counts.size(), 0);
+        if (lookup == nullptr) local.counts[1].assign(counts.size(), 0);
+      }
+      for (uint64_t c = r.begin(); c != r.end(); ++c) {
+        const uint64_t first = c * chunk_blocks;
+        const uint64_t n = std::min(chunk_blocks, blocks - first);
+        local.values.resize(n * info.block_elems);
+        Status status = decode_to_f32(tensor.dtype, tensor.bytes.subspan(first * info.block_bytes, n * info.block_bytes),
+                                      local.values.size(), local.values.data());
+        if (!status.ok()) {
+          if (local.status.ok()) local.status = std::move(status);
+          continue;
+        }
+        switch (params.key) {
+          case ops::RadixKey::kValue: count_values<ops::RadixKey::kValue>(local.values, params, lookup, local); break;
+          case ops::RadixKey::kMagnitude:
+            count_values<ops::RadixKey::kMagnitude>(local.values, params, lookup, local);
+            break;
+          case ops::RadixKey::kDeviation:
+            count_values<ops::RadixKey::kDeviation>(local.values, params, lookup, local);
+            break;
+        }
+      }
+    });
+  });
+  std::fill(counts.begin(), counts.end(), uint64_t{0});
+  std::fill(classes.begin(), classes.end(), uint64_t{0});
+  for (ThreadCounts& local : locals) {
+    if (!local.status.ok()) return local.status;
+    local.flush();
+    for (size_t i = 0; i < local.totals.size(); ++i) counts[i] += local.totals[i];
+    for (size_t i = 0; i < ops::kRadixClasses; ++i) classes[i] += local.classes[i];
+  }
+  // A repeated prefix counted into its first row only: its own rows get the same counts.
+  const uint64_t row_slots = uint64_t{1} << params.bits;
+  for (size_t p = 0; p < prefixes.size(); ++p) {
+    const uint32_t first = table.row(prefixes[p]);
+    if (first != p) {
+      std::copy_n(counts.begin() + first * row_slots, row_slots, counts.begin() + p * row_slots);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tensormorph::cpu

@@ -1,0 +1,300 @@
+#include "engine/quantiles.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "core/dtype_abi.h"
+#include "core/printable.h"
+#include "engine/matrix_shape.h"
+#include "tensormorph/decode.h"
+
+namespace tensormorph::engine {
+namespace {
+
+constexpr uint32_t kDigitBits = 16;
+
+/// Where one wanted rank stands: the key bits selected so far and its rank among the elements
+/// that share them.
+struct Cursor {
+  uint64_t prefix = 0;
+  uint64_t rank = 0;
+};
+
+/// Moves `c` one digit down: the digit of `row` (counts of the digit's values among the elements
+/// of c's prefix) that holds its rank.
+Status narrow(Cursor& c, std::span<const uint64_t> row, uint32_t bits, uint32_t pass) {
+  uint64_t below = 0;
+  for (uint64_t d = 0; d < row.size(); ++d) {
+    if (c.rank < below + row[d]) {
+      c.prefix = (c.prefix << bits) | d;
+      c.rank -= below;
+      return Status::Ok();
+    }
+    below += row[d];
+  }
+  return Status::Internal("radix selection: pass " + std::to_string(pass) + " counts " + std::to_string(below) +
+                          " elements under a prefix that held rank " + std::to_string(c.rank) +
+                          " before (did the data change between passes?)");
+}
+
+}  // namespace
+
+uint32_t decoded_zero_low_bits(DType dtype) {
+  switch (dtype) {
+    // At most 8 significant bits, and float32 holds each exactly with room below.
+    case DType::kBF16:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kF8E8M0:
+    case DType::kF4E2M1:
+    case DType::kF6E2M3:
+    case DType::kF6E3M2:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: return 16;
+    case DType::kF16: return 13;  // 11 significant bits
+    case DType::kI16:
+    case DType::kU16: return 8;  // 16 significant bits
+    default: return 0;
+  }
+}
+
+Result<KeySelection> select_keys(const RadixPass& pass, ops::RadixKey key, double center, uint32_t known_low_bits,
+                                 const RanksOf& ranks_of) {
+  const uint32_t width = ops::radix_key_bits(key);
+  if (key == ops::RadixKey::kDeviation) known_low_bits = 0;
+  known_low_bits = std::min(known_low_bits, width - kDigitBits);
+  KeySelection out;
+  std::vector<uint64_t> counts(uint64_t{1} << kDigitBits);
+  ops::RadixParams params{key, width - kDigitBits, kDigitBits, center};
+  TM_RETURN_IF_ERROR(pass(params, {}, counts, out.classes));
+  out.passes = 1;
+  out.ranks = ranks_of(out.classes[0]);
+  std::vector<Cursor> cursors;
+  for (const uint64_t r : out.ranks) {
+    if (r >= out.classes[0]) {
+      return Status::Internal("radix selection: rank " + std::to_string(r) + " of " + std::to_string(out.classes[0]) +
+                              " finite elements");
+    }
+    cursors.push_back({0, r});
+    TM_RETURN_IF_ERROR(narrow(cursors.back(), counts, kDigitBits, out.passes));
+  }
+  uint32_t known = kDigitBits;
+  const uint32_t needed = width - known_low_bits;
+  while (known < needed && !cursors.empty()) {
+    params.bits = std::min(kDigitBits, needed - known);
+    params.shift = width - known - params.bits;
+    std::vector<uint64_t> prefixes;
+    for (const Cursor& c : cursors) {
+      if (std::find(prefixes.begin(), prefixes.end(), c.prefix) == prefixes.end()) prefixes.push_back(c.prefix);
+    }
+    std::vector<Cursor> next = cursors;
+    for (size_t first = 0; first < prefixes.size(); first += TM_RADIX_MAX_PREFIXES) {
+      const auto batch = std::span(prefixes).subspan(first, std::min<size_t>(TM_RADIX_MAX_PREFIXES, prefixes.size() - first));
+      counts.assign(batch.size() << params.bits, 0);
+      std::array<uint64_t, ops::kRadixClasses> classes{};
+      TM_RETURN_IF_ERROR(pass(params, batch, counts, classes));
+      ++out.passes;
+      if (classes != out.classes) {
+        return Status::Internal("radix selection: pass " + std::to_string(out.passes) + " counts " +
+                                std::to_string(classes[0]) + " finite elements, the first " +
+                                std::to_string(out.classes[0]) + " (did the data change between passes?)");
+      }
+      for (size_t i = 0; i < cursors.size(); ++i) {
+        const auto at = std::find(batch.begin(), batch.end(), cursors[i].prefix);
+        if (at == batch.end()) continue;
+        const uint64_t row = static_cast<uint64_t>(at - batch.begin());
+        TM_RETURN_IF_ERROR(narrow(next[i], std::span<const uint64_t>(counts).subspan(row << params.bits, uint64_t{1} << params.bits),
+                                  params.bits, out.passes));
+      }
+    }
+    cursors = std::move(next);
+    known += params.bits;
+  }
+  const uint32_t unknown = width - known;
+  const uint64_t low_mask = unknown == 0 ? 0 : (uint64_t{1} << unknown) - 1;
+  for (const Cursor& c : cursors) {
+    // The bits no pass counted are the decoded float's zero low bits: zeros in the key of a
+    // non-negative value and of a magnitude, ones in the (complemented) key of a negative value.
+    const bool negative = key == ops::RadixKey::kValue && unknown > 0 && ((c.prefix >> (known - 1)) & 1) == 0;
+    out.keys.push_back(unknown == 0 ? c.prefix : (c.prefix << unknown) | (negative ? low_mask : 0));
+  }
+  return out;
+}
+
+namespace {
+
+/// numpy's "inverted_cdf" index: ceil(n q) - 1 computed as numpy does, clamped to [0, n - 1].
+uint64_t inverted_cdf_rank(uint64_t n, double q) {
+  const double index = static_cast<double>(n) * q - 1.0;
+  const double previous = std::floor(index);
+  const double rank = index - previous > 0 ? previous + 1 : previous;
+  return rank <= 0 ? 0 : std::min<uint64_t>(static_cast<uint64_t>(rank), n - 1);
+}
+
+/// numpy's "linear" virtual index (n - 1) q and its neighbours.
+struct LinearIndex {
+  uint64_t below = 0, above = 0;
+  double t = 0;
+};
+
+LinearIndex linear_index(uint64_t n, double q) {
+  const double h = static_cast<double>(n - 1) * q;
+  if (h >= static_cast<double>(n - 1)) return {n - 1, n - 1, 0};
+  const double previous = std::floor(h);
+  const uint64_t below = static_cast<uint64_t>(previous);
+  return {below, below + 1, h - previous};
+}
+
+/// numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) from t = 0.5 on.
+double lerp(double a, double b, double t) {
+  const double diff = b - a;
+  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
+}
+
+/// The linear quantile at `q` of the values whose ranks map to `value`.
+double linear_quantile(uint64_t n, double q, const std::map<uint64_t, double>& value) {
+  const LinearIndex i = linear_index(n, q);
+  if (i.below == i.above) return value.at(i.below);
+  return lerp(value.at(i.below), value.at(i.above), i.t);
+}
+
+void add_linear_ranks(uint64_t n, double q, std::vector<uint64_t>& ranks) {
+  const LinearIndex i = linear_index(n, q);
+  ranks.push_back(i.below);
+  ranks.push_back(i.above);
+}
+
+std::vector<uint64_t> unique_sorted(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+Result<Quantiles> quantiles_of(const RadixPass& pass, DType dtype, const QuantileOptions& options) {
+  for (const double q : options.probabilities) {
+    if (!(q >= 0 && q <= 1)) return Status::InvalidArgument("probability " + std::to_string(q) + " is outside [0, 1]");
+  }
+  const auto ranks_of = [&](uint64_t n) {
+    std::vector<uint64_t> ranks;
+    if (n == 0) return ranks;
+    for (const double q : options.probabilities) {
+      ranks.push_back(inverted_cdf_rank(n, q));
+      add_linear_ranks(n, q, ranks);
+    }
+    add_linear_ranks(n, 0.5, ranks);
+    for (const double q : kRobustRangeProbabilities) add_linear_ranks(n, q, ranks);
+    return unique_sorted(std::move(ranks));
+  };
+  TM_ASSIGN_OR_RETURN(const KeySelection values,
+                      select_keys(pass, ops::RadixKey::kValue, 0, decoded_zero_low_bits(dtype), ranks_of));
+  Quantiles out;
+  out.finite = values.classes[0];
+  out.nan = values.classes[1];
+  out.pos_inf = values.classes[2];
+  out.neg_inf = values.classes[3];
+  out.passes = values.passes;
+  if (out.finite == 0) return out;
+  std::map<uint64_t, double> value;
+  for (size_t i = 0; i < values.ranks.size(); ++i) {
+    value[values.ranks[i]] = ops::value_from_order_key(static_cast<uint32_t>(values.keys[i]));
+  }
+  const uint64_t n = out.finite;
+  for (const double q : options.probabilities) {
+    out.values.push_back({q, value.at(inverted_cdf_rank(n, q)), linear_quantile(n, q, value)});
+  }
+  out.median = linear_quantile(n, 0.5, value);
+  for (size_t i = 0; i < kRobustRangeProbabilities.size(); ++i) {
+    out.robust_range[i] = linear_quantile(n, kRobustRangeProbabilities[i], value);
+  }
+  if (!options.median_absolute_deviation) return out;
+  const auto median_ranks = [&](uint64_t count) {
+    std::vector<uint64_t> ranks;
+    if (count > 0) add_linear_ranks(count, 0.5, ranks);
+    return unique_sorted(std::move(ranks));
+  };
+  TM_ASSIGN_OR_RETURN(const KeySelection deviations,
+                      select_keys(pass, ops::RadixKey::kDeviation, out.median, 0, median_ranks));
+  out.passes += deviations.passes;
+  if (deviations.classes != values.classes) {
+    return Status::Internal("radix selection: the deviation passes counted other elements than the value passes "
+                            "(did the data change between passes?)");
+  }
+  std::map<uint64_t, double> deviation;
+  for (size_t i = 0; i < deviations.ranks.size(); ++i) {
+    deviation[deviations.ranks[i]] = std::bit_cast<double>(deviations.keys[i]);
+  }
+  out.median_absolute_deviation = linear_quantile(n, 0.5, deviation);
+  return out;
+}
+
+nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype) {
+  nlohmann::ordered_json j = {{"finite", q.finite}, {"nan", q.nan}, {"pos_inf", q.pos_inf}, {"neg_inf", q.neg_inf}};
+  // Float32 cannot hold every value of these types: they are ranked rounded (a monotone map, so
+  // each order statistic is the float32 nearest the true one).
+  if (ops::exact_summary_supported(dtype)) j["ranked_as"] = "float32 (values rounded to float32 before ranking)";
+  nlohmann::ordered_json values = nlohmann::ordered_json::array();
+  for (const auto& v : q.values) {
+    values.push_back({{"probability", v.probability}, {"inverted_cdf", v.inverted_cdf}, {"linear", v.linear}});
+  }
+  j["quantiles"] = values;
+  if (q.finite > 0) {
+    j["median"] = q.median;
+    j["robust_range"] = {q.robust_range[0], q.robust_range[1]};
+  }
+  if (q.median_absolute_deviation) j["median_absolute_deviation"] = *q.median_absolute_deviation;
+  j["passes"] = q.passes;
+  return j;
+}
+
+Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
+                                   const QuantileOptions& options, Records* records, uint32_t max_threads) {
+  const auto where = [&] { return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name); };
+  if (!dtype_decodable(tensor.dtype)) {
+    return Status::Unsupported(where() + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
+  }
+  const MatrixShape m = as_matrix(tensor);
+  TM_ASSIGN_OR_RETURN(auto data, matrix_rows(checkpoint, tensor, 0, m.rows));
+  TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+  // The bands of decode_rows, so that a device keeps what one pass uploaded for the next.
+  const uint64_t band_rows = std::max<uint64_t>(1, (256ull << 20) / std::max<uint64_t>(row_bytes, 1));
+  const bool keyed = data.owned.empty();
+  const RadixPass pass = [&](const ops::RadixParams& params, std::span<const uint64_t> prefixes,
+                             std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes) -> Status {
+    std::fill(counts.begin(), counts.end(), uint64_t{0});
+    std::fill(classes.begin(), classes.end(), uint64_t{0});
+    std::vector<uint64_t> band_counts(counts.size());
+    std::array<uint64_t, ops::kRadixClasses> band_classes{};
+    for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
+      const uint64_t rows = std::min(band_rows, m.rows - r0);
+      compute::OpRequest req;
+      req.op = TM_OP_RADIX_HISTOGRAM;
+      req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
+                            keyed ? residency_key(checkpoint, tensor, band) : 0});
+      req.inputs.push_back({TM_DTYPE_U64, {prefixes.size()}, std::as_bytes(prefixes), 0});
+      req.outputs.push_back({TM_DTYPE_U64, {band_counts.size()}, std::as_writable_bytes(std::span(band_counts))});
+      req.outputs.push_back({TM_DTYPE_U64, {ops::kRadixClasses}, std::as_writable_bytes(std::span(band_classes))});
+      req.attributes = {{TM_ATTR_KEY, static_cast<int64_t>(params.key), 0},
+                        {TM_ATTR_SHIFT, params.shift, 0},
+                        {TM_ATTR_BITS, params.bits, 0},
+                        {TM_ATTR_CENTER, 0, params.center}};
+      req.max_threads = max_threads;
+      TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
+      if (!placement.executed) return Status::Unimplemented(where() + ": " + placement.needs_consent_reason);
+      if (records) records->push_back(std::move(placement.record));
+      for (size_t i = 0; i < counts.size(); ++i) counts[i] += band_counts[i];
+      for (size_t i = 0; i < classes.size(); ++i) classes[i] += band_classes[i];
+    }
+    return Status::Ok();
+  };
+  auto result = quantiles_of(pass, tensor.dtype, options);
+  if (!result.ok()) return result.status().with_context(where());
+  return result;
+}
+
+}  // namespace tensormorph::engine
