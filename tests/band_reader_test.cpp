@@ -119,7 +119,7 @@ class ColdReads : public ::testing::TestWithParam<bool> {
   bool direct() const { return GetParam(); }
 };
 INSTANTIATE_TEST_SUITE_P(BandReader, ColdReads, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Direct" : "Buffered"; });
+                         [](const auto& p) { return p.param ? "Direct" : "Buffered"; });
 
 TEST_P(ColdReads, ColdBandsAreReadAndDroppedBehind) {
   TempDir dir;

@@ -251,7 +251,7 @@ Status read_chunk(const Chunk& c) {
     // A direct read needs page-aligned offsets and sizes; after an unaligned short read the
     // rest goes through the buffered descriptor.
     const bool direct = c.direct && done % page == 0;
-    const int fd = direct ? c.descriptor : c.buffered;
+    const int fd = c.direct && !direct ? c.buffered : c.descriptor;
     const uint64_t size = direct ? want - done : lead + c.length - done;
     const ssize_t n = ::pread(fd, dest + done, size, static_cast<off_t>(start + done));
     if (n < 0 && errno == EINTR) continue;
