@@ -113,7 +113,15 @@ TEST(BandReader, ResidentBandsComeFromTheMapping) {
       << "cached pages stay cached";
 }
 
-TEST(BandReader, ColdBandsAreReadAndDroppedBehind) {
+// Cold reads direct (O_DIRECT) and buffered (where a file system refuses O_DIRECT).
+class ColdReads : public ::testing::TestWithParam<bool> {
+ protected:
+  bool direct() const { return GetParam(); }
+};
+INSTANTIATE_TEST_SUITE_P(BandReader, ColdReads, ::testing::Bool(),
+                         [](const auto& p) { return p.param ? "Direct" : "Buffered"; });
+
+TEST_P(ColdReads, ColdBandsAreReadAndDroppedBehind) {
   TempDir dir;
   // Band edges off page and folio boundaries: a large folio straddling two bands is dropped too.
   const std::string data = pattern(9 * 1024 * 1024 + 333, 2);
@@ -122,7 +130,7 @@ TEST(BandReader, ColdBandsAreReadAndDroppedBehind) {
   auto map = map_file(dir / "f");
   const uint64_t band = (1 << 20) + 12345;
   auto reader = BandReader::open({{map, 4097, data.size() - 5000, band, "tensor 'w'"}},
-                                 {.max_band_bytes = 2 << 20, .chunk_bytes = 256 * 1024, .threads = 3});
+                                 {.max_band_bytes = 2 << 20, .chunk_bytes = 256 * 1024, .threads = 3, .direct = direct()});
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   std::vector<BandSource> sources;
   EXPECT_EQ(take_all(**reader, 0, &sources), data.substr(4097, data.size() - 5000));
@@ -135,7 +143,7 @@ TEST(BandReader, ColdBandsAreReadAndDroppedBehind) {
   EXPECT_EQ(resident_pages(dir / "f", 0, data.size()), 0u) << "what was read cold is not left in the page cache";
 }
 
-TEST(BandReader, APartlyCachedBandIsReadAndOnlyWhatWasReadColdIsDropped) {
+TEST_P(ColdReads, APartlyCachedBandIsReadAndOnlyWhatWasReadColdIsDropped) {
   TempDir dir;
   const std::string data = pattern(4 * 1024 * 1024, 3);
   testing::write_bytes(dir / "f", data);
@@ -144,7 +152,8 @@ TEST(BandReader, APartlyCachedBandIsReadAndOnlyWhatWasReadColdIsDropped) {
   const uint64_t cached = resident_pages(dir / "f", 0, data.size());
   ASSERT_GE(cached, 128u);
   auto map = map_file(dir / "f");
-  auto reader = BandReader::open({{map, 0, data.size(), 2 << 20, "tensor 'w'"}}, {.max_band_bytes = 2 << 20});
+  auto reader = BandReader::open({{map, 0, data.size(), 2 << 20, "tensor 'w'"}},
+                                 {.max_band_bytes = 2 << 20, .direct = direct()});
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   std::vector<BandSource> sources;
   EXPECT_EQ(take_all(**reader, 0, &sources), data);
@@ -154,7 +163,7 @@ TEST(BandReader, APartlyCachedBandIsReadAndOnlyWhatWasReadColdIsDropped) {
   EXPECT_EQ(resident_pages(dir / "f", 0, data.size()), cached) << "and only those";
 }
 
-TEST(BandReader, BandsCoverTheExtentsExactlyInOrderAcrossFilesAndSkips) {
+TEST_P(ColdReads, BandsCoverTheExtentsExactlyInOrderAcrossFilesAndSkips) {
   TempDir dir;
   const std::string a = pattern(2 * 1024 * 1024 + 5, 4), b = pattern(3 * 1024 * 1024 + 11, 5);
   testing::write_bytes(dir / "a", a);
@@ -170,7 +179,8 @@ TEST(BandReader, BandsCoverTheExtentsExactlyInOrderAcrossFilesAndSkips) {
       {mb, 2000000, b.size() - 2000000, 262144, "tensor 'b1'"},  // 4
       {ma, 0, a.size(), a.size(), "tensor 'a'"},    // 5: one band, the whole file
   };
-  auto reader = BandReader::open(extents, {.max_band_bytes = 1 << 20, .chunk_bytes = 64 * 1024, .threads = 2});
+  auto reader = BandReader::open(extents, {.max_band_bytes = 1 << 20, .chunk_bytes = 64 * 1024, .threads = 2,
+                                           .direct = direct()});
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   std::vector<BandSource> sources;
   EXPECT_EQ(take_all(**reader, 0, &sources), a.substr(3, 1000000));
@@ -192,13 +202,13 @@ TEST(BandReader, BandsCoverTheExtentsExactlyInOrderAcrossFilesAndSkips) {
   EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument) << "extents are read in order";
 }
 
-TEST(BandReader, ATruncatedFileIsAnErrorNamingTheFileTheTensorAndTheOffset) {
+TEST_P(ColdReads, ATruncatedFileIsAnErrorNamingTheFileTheTensorAndTheOffset) {
   TempDir dir;
   const std::string data = pattern(2 * 1024 * 1024, 6);
   testing::write_bytes(dir / "f", data);
   auto map = map_file(dir / "f");
   fs::resize_file(dir / "f", 1024 * 1024 + 10);  // after it was mapped: its tail leaves the page cache
-  auto reader = BandReader::open({{map, 0, data.size(), 512 * 1024, "tensor 'w'"}});
+  auto reader = BandReader::open({{map, 0, data.size(), 512 * 1024, "tensor 'w'"}}, {.direct = direct()});
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   for (int i = 0; i < 2; ++i) {  // the bytes still in the file
     auto band = (*reader)->next(0);
@@ -214,7 +224,7 @@ TEST(BandReader, ATruncatedFileIsAnErrorNamingTheFileTheTensorAndTheOffset) {
   EXPECT_NE(message.find("offset 1048586"), std::string::npos) << message;
 }
 
-TEST(BandReader, BuffersStayWithinTheirBoundWhileReadsRunAhead) {
+TEST_P(ColdReads, BuffersStayWithinTheirBoundWhileReadsRunAhead) {
   TempDir dir;
   const std::string data = pattern(4 * 1024 * 1024, 7);
   testing::write_bytes(dir / "f", data);
@@ -224,7 +234,7 @@ TEST(BandReader, BuffersStayWithinTheirBoundWhileReadsRunAhead) {
   // reads ahead into the rest, across extents.
   std::vector<ReadExtent> extents;
   for (uint64_t at = 0; at < data.size(); at += 512 * 1024) extents.push_back({map, at, 512 * 1024, 48 * 1024, "t"});
-  const BandReaderOptions options{.max_band_bytes = 64 * 1024, .chunk_bytes = 16 * 1024, .threads = 2};
+  const BandReaderOptions options{.max_band_bytes = 64 * 1024, .chunk_bytes = 16 * 1024, .threads = 2, .direct = direct()};
   auto reader = BandReader::open(extents, options);
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   std::string got;

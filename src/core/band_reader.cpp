@@ -230,24 +230,38 @@ struct Chunk {
   Planned* band = nullptr;
   const ReadExtent* extent = nullptr;
   int descriptor = -1;
+  bool direct = false;  // `descriptor` is O_DIRECT: reads whole pages around the chunk
+  int buffered = -1;    // a descriptor without O_DIRECT, for a remainder a direct read cannot take
   uint64_t file_offset = 0;
   std::byte* dest = nullptr;
   uint64_t length = 0;
 };
 
-// Reads a chunk whole; IO_ERROR naming the file, the extent and the offset otherwise.
+// Reads a chunk whole; IO_ERROR naming the file, the extent and the offset otherwise. A direct
+// read takes the whole pages around the chunk (the ring slot has room for them: it starts at the
+// file offset's place in a page and ends on a page boundary) and may end short at the file's end.
 Status read_chunk(const Chunk& c) {
+  const uint64_t page = page_size();
+  const uint64_t lead = c.direct ? c.file_offset % page : 0;
+  const uint64_t want = c.direct ? align_up(lead + c.length, page) : c.length;
+  std::byte* const dest = c.dest - lead;
+  const uint64_t start = c.file_offset - lead;
   uint64_t done = 0;
-  while (done < c.length) {
-    const ssize_t n = ::pread(c.descriptor, c.dest + done, c.length - done, static_cast<off_t>(c.file_offset + done));
+  while (done < lead + c.length) {
+    // A direct read needs page-aligned offsets and sizes; after an unaligned short read the
+    // rest goes through the buffered descriptor.
+    const bool direct = c.direct && done % page == 0;
+    const int fd = c.direct && !direct ? c.buffered : c.descriptor;
+    const uint64_t size = direct ? want - done : lead + c.length - done;
+    const ssize_t n = ::pread(fd, dest + done, size, static_cast<off_t>(start + done));
     if (n < 0 && errno == EINTR) continue;
     const std::string where = c.extent->file->path().string() + ": " + c.extent->what + ": ";
     if (n < 0) {
-      return Status::IoError(where + "read at offset " + std::to_string(c.file_offset + done) +
+      return Status::IoError(where + "read at offset " + std::to_string(start + done) +
                              " failed: " + std::strerror(errno));
     }
     if (n == 0) {
-      return Status::IoError(where + "the file ends at offset " + std::to_string(c.file_offset + done) + ", within bytes [" +
+      return Status::IoError(where + "the file ends at offset " + std::to_string(start + done) + ", within bytes [" +
                              std::to_string(c.extent->offset) + ", " + std::to_string(c.extent->offset + c.extent->length) +
                              ") (it was truncated after it was opened)");
     }
@@ -271,6 +285,7 @@ struct BandReader::State {
   struct Descriptor {
     int fd = -1;
     bool owned = false;
+    bool direct = false;  // O_DIRECT: reads bypass the page cache
   };
   std::unordered_map<const MappedFile*, Descriptor> descriptors;
   uint64_t bands_mapped = 0, bands_read = 0, peak_ring_used = 0;
@@ -311,21 +326,25 @@ struct BandReader::State {
     }
   }
 
-  // A descriptor for reading `file` with readahead off: a description of its own (POSIX_FADV_RANDOM
-  // is per open file description, and the mapping's serves other readers), else the mapping's.
-  int reading_descriptor(const MappedFile& file) {
+  // A descriptor of its own for reading `file` (a description of its own: the mapping's serves
+  // other readers): O_DIRECT, so that cold reads go from the device into the ring without passing
+  // through the page cache (nothing to drop behind, no page-cache work per page); where the file
+  // system refuses O_DIRECT, buffered with readahead off (POSIX_FADV_RANDOM is per open file
+  // description), its pages dropped after use; the mapping's when neither opens.
+  const Descriptor& reading_descriptor(const MappedFile& file) {
     auto [it, inserted] = descriptors.try_emplace(&file);
     if (inserted) {
       const std::string self = "/proc/self/fd/" + std::to_string(file.descriptor());
-      const int fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-        it->second = {fd, true};
+      if (const int fd = options.direct ? ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1; fd >= 0) {
+        it->second = {fd, true, true};
+      } else if (const int buffered = ::open(self.c_str(), O_RDONLY | O_CLOEXEC); buffered >= 0) {
+        (void)::posix_fadvise(buffered, 0, 0, POSIX_FADV_RANDOM);
+        it->second = {buffered, true, false};
       } else {
-        it->second = {file.descriptor(), false};
+        it->second = {file.descriptor(), false, false};
       }
     }
-    return it->second.fd;
+    return it->second;
   }
 
   void reader_loop() {
@@ -402,7 +421,10 @@ struct BandReader::State {
       struct stat st {};
       const bool shrunk = ::fstat(e.file->descriptor(), &st) != 0 || static_cast<uint64_t>(st.st_size) < end;
       const bool cached = !shrunk && fully_cached(*e.file, begin, end);
-      if (!cached) {
+      const Descriptor& reader = reading_descriptor(*e.file);
+      // Direct reads bring nothing into the page cache; a buffered or mapped read drops what it
+      // brought in, known from what was absent before.
+      if (!cached && !(reader.direct && band->length <= options.max_band_bytes)) {
         // Before any read of this band or a later one: what is absent now is what they bring in.
         const uint64_t span_end = std::min(align_up(end, kFolioSpan), align_up(e.file->size(), page));
         band->absent = absent_runs(*e.file, align_down(begin, kFolioSpan), std::max(span_end, end), options.chunk_bytes);
@@ -424,11 +446,10 @@ struct BandReader::State {
         band->source = BandSource::kBuffer;
         std::byte* dest = ring.base() + *at + begin % page;
         band->data = dest;
-        const int fd = reading_descriptor(*e.file);
         std::vector<Chunk> chunks;
         for (uint64_t c = begin; c < end;) {
           const uint64_t next = std::min(end, align_down(c, options.chunk_bytes) + options.chunk_bytes);
-          chunks.push_back({band.get(), &e, fd, c, dest + (c - begin), next - c});
+          chunks.push_back({band.get(), &e, reader.fd, reader.direct, e.file->descriptor(), c, dest + (c - begin), next - c});
           c = next;
         }
         band->file_begin = begin;

@@ -12,14 +12,16 @@
 //   When the band is released, its pages are unmapped from this process (MADV_DONTNEED on a shared
 //   file mapping drops page-table entries, not the page cache), so the resident set does not grow
 //   with the checkpoint.
-// - Otherwise: a slot of one ring buffer, filled by a small pool of threads with large buffered
-//   preads, reads of later bands kept in flight while earlier ones are computed (the ring holds the
-//   band in use and at least one more), so storage does not wait on compute. The reads go through
-//   a descriptor of their own with POSIX_FADV_RANDOM (the kernel's readahead would read past what
-//   is asked and leave that behind), and once a band is read POSIX_FADV_DONTNEED drops the pages
-//   that were not in the page cache when it was planned (the folios straddling its edges once its
-//   neighbours are read too): what is read cold neither stays in the cache nor pushes other files
-//   out of it, while pages that were already cached stay.
+// - Otherwise: a slot of one ring buffer, filled by a small pool of threads with large preads,
+//   reads of later bands kept in flight while earlier ones are computed (the ring holds the band
+//   in use and at least one more), so storage does not wait on compute. The reads go through a
+//   descriptor of their own opened with O_DIRECT: the device writes into the ring and the page
+//   cache is not touched, so what is read cold neither stays in the cache nor pushes other files
+//   out of it, and no CPU time goes to inserting and dropping pages. Where the file system refuses
+//   O_DIRECT the reads are buffered with POSIX_FADV_RANDOM (the kernel's readahead would read past
+//   what is asked and leave that behind), and once a band is read POSIX_FADV_DONTNEED drops the
+//   pages that were not in the page cache when it was planned (the folios straddling its edges once
+//   its neighbours are read too), while pages that were already cached stay.
 // - Larger than a slot: the mapping, released the same way, and the pages that were not cached
 //   before dropped after use.
 // A pool of pread threads rather than io_uring: buffered io_uring reads that miss the page cache
@@ -72,6 +74,7 @@ struct BandReaderOptions {
   uint64_t max_band_bytes = 256ull << 20;  ///< largest band read into the ring (it holds two)
   uint64_t chunk_bytes = 8ull << 20;       ///< bytes of one pread; a multiple of the page size
   uint32_t threads = 8;                    ///< preads in flight
+  bool direct = true;                      ///< O_DIRECT reads where the file system takes them
 };
 
 /// What a reader has done so far.
