@@ -132,15 +132,15 @@ try {
   // Dragging across the histogram zooms it into that range.
   const plot = await page.$('#histogram .u-over');
   const box = await plot.boundingBox();
-  const before = await page.textContent('#hist-range');
+  const rangeBefore = await page.textContent('#hist-range');
   await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
   await page.mouse.down();
   await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
   await page.mouse.up();
-  await page.waitForFunction((before) => document.getElementById('hist-range').textContent !== before, before);
-  const after = await page.textContent('#hist-range');
-  const [a0, b0] = before.split(' … ').map(Number), [a1, b1] = after.split(' … ').map(Number);
-  check(a1 > a0 && b1 < b0 && a1 < b1, `dragging over the histogram zooms it into the dragged range (${before} -> ${after})`);
+  await page.waitForFunction((text) => document.getElementById('hist-range').textContent !== text, rangeBefore);
+  const rangeAfter = await page.textContent('#hist-range');
+  const [a0, b0] = rangeBefore.split(' … ').map(Number), [a1, b1] = rangeAfter.split(' … ').map(Number);
+  check(a1 > a0 && b1 < b0 && a1 < b1, `dragging over the histogram zooms it into the dragged range (${rangeBefore} -> ${rangeAfter})`);
   const target = await page.evaluate(({ row, col }) => {
     const { viewer, OpenSeadragon } = window.__tm;
     const vp = viewer.viewport;

@@ -260,8 +260,10 @@ async function drawHistogram(t, lo, hi) {
   if (state.plot) state.plot.destroy();
   state.plot = new uPlot({
     width: 400, height: 170, legend: { show: false },
-    scales: { x: { time: false, range: [h.lo, h.hi] }, y: log ? { distr: 3 } : {} },
-    axes: [{ values: (u, splits) => splits.map((v) => fmt(v)) }, { values: (u, splits) => splits.map((v) => fmt(v)) }],
+    scales: { x: { time: false, range: [h.lo, h.hi] }, y: log ? { distr: 3, log: 10 } : {} },
+    // A log axis labels its decades only (uPlot ticks every integer multiple in between).
+    axes: [{ values: (u, splits) => splits.map((v) => fmt(v)) },
+      { size: 48, values: (u, splits) => splits.map((v) => (!log || Number.isInteger(Math.log10(v)) ? fmt(v) : '')) }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     hooks: { setSelect: [(u) => {
       if (u.select.width < 3) return;
