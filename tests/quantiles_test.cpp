@@ -356,6 +356,26 @@ TEST(QuantilesCommand, TableCsvExplainAndErrors) {
   EXPECT_NE(r.err.find("missing.safetensors"), std::string::npos) << r.err;
 }
 
+TEST(QuantilesCommand, ConstraintsNamingNoBackendAreRefusedAndUnmetPreferencesSaid) {
+  TempDir dir;
+  const auto file = write_numpy_file(dir);
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (dir / "settings.json").string());
+  auto r = run_cli({"quantiles", file.string(), "--tensor", "one.f32", "--compute", "prefer=cdua"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("prefer=cdua names no backend (known: cpu"), std::string::npos) << r.err;
+  // A persisted constraint naming no backend is a warning: the plugin may come back.
+  testing::write_bytes(dir / "settings.json", R"({"compute": {"never": ["vulkan"]}})");
+  r = run_cli({"quantiles", file.string(), "--tensor", "one.f32"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: the setting compute never=vulkan names no backend"), std::string::npos) << r.err;
+  if (TM_CUDA_MODULE_BUILT) {
+    // The CUDA module beside the binary loads everywhere; without a device it cannot serve.
+    r = run_cli({"quantiles", file.string(), "--tensor", "one.f32", "--compute", "prefer=cuda"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("note: the preferred backend did not run"), std::string::npos) << r.err;
+  }
+}
+
 TEST(QuantilesCommand, RealCheckpoints) {
   // GGUF, safetensors BF16 and a PyTorch archive: every tensor answers, and the median lies
   // inside the robust range.

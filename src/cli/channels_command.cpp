@@ -154,6 +154,7 @@ Command add_channels_command(CLI::App& app) {
               print_table(rows, *opt);
               if (opt->compute.explain) print_placements(std::cout, records);
             }
+            note_unmet_preferences(records);
             size_t failed = 0;
             std::string first;
             for (const auto& r : rows) {

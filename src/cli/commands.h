@@ -72,6 +72,10 @@ std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOpti
 /// Prints placement records as a table (operation, backend, why, estimated/measured time, bytes).
 void print_placements(std::ostream& out, const engine::Records& records);
 
+/// Says on stderr, once, when operations ran elsewhere than a preferred backend (how many, and the
+/// first one's reason, from the records' "preferred X ..." details).
+void note_unmet_preferences(const engine::Records& records);
+
 /// Placement records as a JSON array.
 nlohmann::ordered_json placements_json(const engine::Records& records);
 

@@ -80,6 +80,7 @@ std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOpti
     print_error(session.status().message());
     return nullptr;
   }
+  for (const std::string& w : (*session)->warnings()) std::cerr << "tensormorph: warning: " << w << "\n";
   return std::move(session).value();
 }
 
@@ -96,6 +97,19 @@ void print_placements(std::ostream& out, const engine::Records& records) {
                   r.reason_detail.c_str());
     out << line;
   }
+}
+
+void note_unmet_preferences(const engine::Records& records) {
+  size_t unmet = 0;
+  std::string first;
+  for (const auto& r : records) {
+    const size_t at = r.reason_detail.find("; preferred ");
+    if (at == std::string::npos) continue;
+    if (unmet++ == 0) first = r.op + " ran on " + r.backend + " (" + r.reason_detail.substr(at + 2) + ")";
+  }
+  if (unmet == 0) return;
+  std::cerr << "tensormorph: note: the preferred backend did not run " << unmet << " of " << records.size()
+            << " operations; first: " << first << "\n";
 }
 
 nlohmann::ordered_json placements_json(const engine::Records& records) {

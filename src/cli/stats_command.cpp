@@ -272,6 +272,7 @@ Command add_stats_command(CLI::App& app) {
               print_table(rows);
               if (opt->compute.explain) print_placements(std::cout, records);
             }
+            note_unmet_preferences(records);
             // Every requested tensor has its numbers, or the run failed: a script must not take a
             // table of errors for a result.
             std::vector<const TensorStats*> failed;

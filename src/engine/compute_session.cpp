@@ -1,8 +1,38 @@
 #include "engine/compute_session.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+
 #include "compute/builtin_backends.h"
 
 namespace tensormorph::engine {
+namespace {
+
+/// Every name of `c` that no backend found answers to (see compute::backend_matches), with the
+/// key it was given under ("prefer=cdua").
+std::vector<std::string> unknown_names(const compute::Constraints& c, const std::vector<compute::BackendLoadReport>& found) {
+  std::vector<std::string> unknown;
+  for (const auto& [key, names] : {std::pair{"prefer", &c.prefer}, std::pair{"never", &c.never}, std::pair{"only", &c.only}}) {
+    for (const std::string& name : *names) {
+      const bool known = std::any_of(found.begin(), found.end(), [&](const compute::BackendLoadReport& r) {
+        return !r.name.empty() && (compute::backend_matches(r.name, name) || compute::backend_matches(name, r.name));
+      });
+      if (!known) unknown.push_back(std::string(key) + "=" + name);
+    }
+  }
+  return unknown;
+}
+
+std::string known_names(const std::vector<compute::BackendLoadReport>& found) {
+  std::string names;
+  for (const auto& r : found) {
+    if (!r.name.empty()) names += (names.empty() ? "" : ", ") + r.name;
+  }
+  return names;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOptions& options) {
   std::unique_ptr<ComputeSession> session(new ComputeSession());
@@ -11,6 +41,16 @@ Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOption
   dirs.insert(dirs.end(), options.settings.plugin_path.begin(), options.settings.plugin_path.end());
   session->backends_ =
       compute::load_backends(compute::builtin_backend_entry_points(), compute::plugin_search_path(dirs), options.opening);
+  const auto& found = session->backends_.reports;
+  if (options.override_constraints) {
+    if (const auto unknown = unknown_names(*options.override_constraints, found); !unknown.empty()) {
+      return Status::InvalidArgument("--compute " + unknown.front() + " names no backend (known: " + known_names(found) + ")");
+    }
+  }
+  for (const std::string& name : unknown_names(options.settings.constraints, found)) {
+    session->warnings_.push_back("the setting compute " + name + " names no backend found (known: " + known_names(found) +
+                                 "); it has no effect");
+  }
   compute::SchedulerOptions scheduler_options;
   scheduler_options.constraints = options.settings.constraints;
   if (options.override_constraints) {

@@ -24,6 +24,8 @@ struct SessionOptions {
 class ComputeSession {
  public:
   /// Registers the core operations, loads built-in backends and plugins, builds the scheduler.
+  /// A constraint of `override_constraints` naming no backend found is INVALID_ARGUMENT with the
+  /// known names; one of the persisted settings is a warning (a plugin may be absent for a while).
   static Result<std::unique_ptr<ComputeSession>> open(const SessionOptions& options);
 
   /// The scheduler every operation goes through.
@@ -34,12 +36,15 @@ class ComputeSession {
   const std::vector<compute::BackendLoadReport>& load_reports() const { return backends_.reports; }
   /// Usable backends.
   std::span<const std::unique_ptr<compute::Backend>> backends() const { return backends_.backends; }
+  /// What the user should hear about the session (e.g. a persisted constraint naming no backend).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   ComputeSession() = default;
   compute::OpRegistry registry_;
   compute::BackendSet backends_;
   std::unique_ptr<compute::Scheduler> scheduler_;
+  std::vector<std::string> warnings_;
 };
 
 /// Opens a session from the persisted settings plus an optional `--compute` spec ("" = none);

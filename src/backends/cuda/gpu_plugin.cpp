@@ -119,7 +119,8 @@ Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op
       dtype = args.input.dtype;
       cost.bytes_read = args.input.arg.nbytes;
       cost.bytes_written = args.counts.arg.nbytes + args.classes.arg.nbytes;
-      efficiency = 0.25;
+      // Its atomics on a top digit's 65,536 counters, not memory, bound it (docs/PERFORMANCE.md).
+      efficiency = args.prefixes.elems > 0 ? 0.25 : 0.02;
       break;
     }
     case ops::CoreOp::kExactSummary:
