@@ -129,6 +129,21 @@ try {
   }, first);
   check(centred.row === first.row && centred.col === first.col,
     `clicking outlier 1 centres the heatmap on (${first.row}, ${first.col}) (at ${centred.row}, ${centred.col})`);
+  // Marginal strips: each row's and column's absmax, from tm.channel_stats@1, drawn beside the heatmap.
+  await page.waitForFunction((name) => window.__tm.strips && window.__tm.strips.tensor === name, tensor);
+  const strips = await page.evaluate(() => window.__tm.strips);
+  const cols = strips.cols.length, rows = strips.rows.length;
+  check(rows * cols === values.length, `the strips hold ${rows} rows and ${cols} columns`);
+  let rowWant = 0;
+  for (let c = 0; c < cols; ++c) rowWant = Math.max(rowWant, Math.abs(values[first.row * cols + c]));
+  check(strips.rows[first.row] === rowWant, `row ${first.row}'s strip value ${strips.rows[first.row]} is its absmax ${rowWant}`);
+  const inked = await page.evaluate(() => {
+    const c = document.getElementById('strip-rows'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ++n;
+    return n;
+  });
+  check(inked > 0, `the row strip is drawn (${inked} pixels)`);
   // Dragging across the histogram zooms it into that range.
   const plot = await page.$('#histogram .u-over');
   const box = await plot.boundingBox();

@@ -107,7 +107,7 @@ function openHeatmap() {
       visibilityRatio: 0.2, minZoomImageRatio: 0.5, animationTime: 0.4, tileSources: source,
     });
     state.viewer.addHandler('tile-load-failed', () => pollCompute());
-    state.viewer.addHandler('update-viewport', () => { requestAnimationFrame(drawValues); scheduleValueFetch(); });
+    state.viewer.addHandler('update-viewport', () => { requestAnimationFrame(drawValues); requestAnimationFrame(drawStrips); scheduleValueFetch(); });
     state.viewer.addHandler('animation-finish', () => scheduleValueFetch());
     new OpenSeadragon.MouseTracker({ element: state.viewer.canvas, moveHandler: (e) => hover(e.position) });
   } else {
@@ -226,6 +226,7 @@ async function loadStats(recompute) {
   $('stats').innerHTML = rows.map(([k, v]) => `<tr><th>${k}</th><td data-stat="${k}">${v}</td></tr>`).join('');
   await loadDistribution(t);
   await loadOutliers(t);
+  await loadStrips(t);
   pollCompute();
 }
 
@@ -263,7 +264,7 @@ async function drawHistogram(t, lo, hi) {
     scales: { x: { time: false, range: [h.lo, h.hi] }, y: log ? { distr: 3, log: 10 } : {} },
     // A log axis labels its decades only (uPlot ticks every integer multiple in between).
     axes: [{ values: (u, splits) => splits.map((v) => fmt(v)) },
-      { size: 48, values: (u, splits) => splits.map((v) => (!log || Number.isInteger(Math.log10(v)) ? fmt(v) : '')) }],
+      { size: 60, values: (u, splits) => splits.map((v) => (!log || Number.isInteger(Math.log10(v)) ? fmt(v) : '')) }],
     cursor: { drag: { x: true, y: false, setScale: false } },
     hooks: { setSelect: [(u) => {
       if (u.select.width < 3) return;
@@ -327,6 +328,51 @@ function showChannel(axis, index) {
   if (axis === 'row') highlight(index, 0, 1, m.cols, fit);
   else highlight(0, index, m.rows, 1, fit);
 }
+
+// ---- marginal strips: a statistic of every row and column beside the heatmap, following its zoom --------
+async function loadStrips(t) {
+  const stat = $('strips').value;
+  state.strips = null;
+  if (stat !== 'off') {
+    const c = await api('/api/channels?' + q({ ckpt: state.ckpt, tensor: t.name, stat }));
+    if (t !== state.tensor) return;
+    const max = (v) => v.reduce((m, x) => (x > m ? x : m), 0);
+    state.strips = { stat, rows: c.rows, cols: c.cols, rowMax: max(c.rows), colMax: max(c.cols) };
+    if (window.__tm) window.__tm.strips = { tensor: t.name, ...state.strips };
+  }
+  drawStrips();
+}
+
+// Each strip pixel shows the largest value of the channels under it, as a bar from the heatmap's edge.
+function drawStrips() {
+  for (const id of ['strip-rows', 'strip-cols']) {
+    const canvas = $(id), box = canvas.getBoundingClientRect();
+    canvas.width = box.width; canvas.height = box.height;
+    canvas.getContext('2d').clearRect(0, 0, canvas.width, canvas.height);
+    canvas.style.display = state.strips ? '' : 'none';
+  }
+  const s = state.strips;
+  if (!s || !state.viewer || !state.info) return;
+  const vp = state.viewer.viewport, ppe = state.info.zoom.pixels_per_element;
+  const draw = (canvas, values, top, along) => {
+    const ctx = canvas.getContext('2d'), n = along ? canvas.height : canvas.width, depth = along ? canvas.width : canvas.height;
+    ctx.fillStyle = 'rgb(200,40,120)';
+    for (let p = 0; p < n; ++p) {
+      const a = vp.viewerElementToImageCoordinates(new OpenSeadragon.Point(along ? 0 : p, along ? p : 0));
+      const b = vp.viewerElementToImageCoordinates(new OpenSeadragon.Point(along ? 0 : p + 1, along ? p + 1 : 0));
+      const i0 = Math.max(0, Math.floor((along ? a.y : a.x) / ppe)), i1 = Math.min(values.length, Math.ceil((along ? b.y : b.x) / ppe));
+      let m = -1;
+      for (let i = i0; i < i1; ++i) if (values[i] > m) m = values[i];
+      if (m < 0 || !(top > 0)) continue;
+      const len = Math.max(1, Math.round((m / top) * depth));
+      if (along) ctx.fillRect(depth - len, p, len, 1); else ctx.fillRect(p, depth - len, 1, len);
+    }
+  };
+  draw($('strip-rows'), s.rows, s.rowMax, true);
+  draw($('strip-cols'), s.cols, s.colMax, false);
+}
+
+$('strips').onchange = () => { if (state.tensor) loadStrips(state.tensor); };
 
 // ---- the Compute panel ---------------------------------------------------------------------------
 function constraintsFromToggles() {
