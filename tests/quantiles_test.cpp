@@ -356,6 +356,39 @@ TEST(QuantilesCommand, TableCsvExplainAndErrors) {
   EXPECT_NE(r.err.find("missing.safetensors"), std::string::npos) << r.err;
 }
 
+TEST(QuantilesCommand, ResultsAreKeptBesideTheIndexUntilTheFileChanges) {
+  TempDir dir;
+  const auto file = write_numpy_file(dir);
+  const std::vector<std::string> args = {"quantiles", file.string(), "-p", "0.01,0.5", "--json", "--explain"};
+  auto first = run_cli(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto second = run_cli(args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto a = nlohmann::json::parse(first.out), b = nlohmann::json::parse(second.out);
+  EXPECT_FALSE(a["placements"].empty());
+  EXPECT_TRUE(b["placements"].empty()) << "asking twice reads nothing: " << b["placements"].dump();
+  ASSERT_EQ(a["tensors"].size(), b["tensors"].size());
+  for (size_t i = 0; i < a["tensors"].size(); ++i) {
+    EXPECT_EQ(a["tensors"][i]["source"], "computed");
+    EXPECT_EQ(b["tensors"][i]["source"], "stored");
+    EXPECT_EQ(a["tensors"][i]["quantiles"], b["tensors"][i]["quantiles"]);
+    EXPECT_EQ(a["tensors"][i]["median"], b["tensors"][i]["median"]);
+  }
+  EXPECT_TRUE(std::filesystem::exists(file.string() + ".tmindex.analyses.json"));
+  auto again = run_cli({"quantiles", file.string(), "-p", "0.01,0.5", "--json", "--recompute"});
+  EXPECT_EQ(nlohmann::json::parse(again.out)["tensors"][0]["source"], "computed");
+  // Another file under the same name: nothing kept for the old one is used.
+  std::vector<float> other(5001, 2.5f);
+  const safetensors::TensorToWrite replaced[] = {{"vector.f32", DType::kF32, {5001}, std::as_bytes(std::span(other))}};
+  ASSERT_TRUE(safetensors::write_file(file, replaced, {}).ok());
+  auto fresh = run_cli({"quantiles", file.string(), "-p", "0.01,0.5", "--json"});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  const auto f = nlohmann::json::parse(fresh.out);
+  ASSERT_EQ(f["tensors"].size(), 1u);
+  EXPECT_EQ(f["tensors"][0]["source"], "computed");
+  EXPECT_EQ(f["tensors"][0]["median"], 2.5);
+}
+
 TEST(QuantilesCommand, ConstraintsNamingNoBackendAreRefusedAndUnmetPreferencesSaid) {
   TempDir dir;
   const auto file = write_numpy_file(dir);
@@ -370,7 +403,7 @@ TEST(QuantilesCommand, ConstraintsNamingNoBackendAreRefusedAndUnmetPreferencesSa
   EXPECT_NE(r.err.find("warning: the setting compute never=vulkan names no backend"), std::string::npos) << r.err;
   if (TM_CUDA_MODULE_BUILT) {
     // The CUDA module beside the binary loads everywhere; without a device it cannot serve.
-    r = run_cli({"quantiles", file.string(), "--tensor", "one.f32", "--compute", "prefer=cuda"});
+    r = run_cli({"quantiles", file.string(), "--tensor", "one.f32", "--compute", "prefer=cuda", "--recompute"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("note: the preferred backend did not run"), std::string::npos) << r.err;
   }

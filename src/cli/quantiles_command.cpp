@@ -7,6 +7,7 @@
 #include "cli/format_util.h"
 #include "core/printable.h"
 #include "engine/quantiles.h"
+#include "index/analysis_cache.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -18,6 +19,7 @@ struct Options {
   std::vector<double> probabilities = {0, 0.001, 0.01, 0.5, 0.99, 0.999, 1};
   std::string method = "linear";
   bool mad = false;
+  bool recompute = false;
   bool json = false;
   bool csv = false;
   uint32_t threads = 0;
@@ -28,6 +30,7 @@ struct Row {
   const TensorInfo* tensor = nullptr;
   std::string error;
   engine::Quantiles q;
+  bool stored = false;  // read from the results kept beside the index
 };
 
 /// Types whose values float32 cannot all hold are ranked after rounding to float32 (a monotone
@@ -49,6 +52,7 @@ nlohmann::ordered_json row_json(const Row& r) {
     return j;
   }
   j.update(engine::quantiles_json(r.q, t.dtype));
+  j["source"] = r.stored ? "stored" : "computed";
   return j;
 }
 
@@ -132,6 +136,7 @@ Command add_quantiles_command(CLI::App& app) {
   sub->add_option("--method", opt->method, "What the table shows: linear (numpy's default) or inverted_cdf")
       ->check(CLI::IsMember({"linear", "inverted_cdf"}));
   sub->add_flag("--mad", opt->mad, "Also the median absolute deviation (four more passes over the data)");
+  sub->add_flag("--recompute", opt->recompute, "Compute again even where results are kept beside the index");
   auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.quantiles/1): both methods");
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per tensor and probability")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
@@ -145,18 +150,37 @@ Command add_quantiles_command(CLI::App& app) {
             if (!session) return static_cast<int>(kExitUserError);
             engine::Records records;
             engine::QuantileOptions options{opt->probabilities, opt->mad};
+            const std::string key = engine::quantiles_cache_key(options);
+            auto cache = index::AnalysisCache::open(*ckpt);
+            if (!cache.ok()) {
+              print_error(cache.status().message());
+              return static_cast<int>(kExitUserError);
+            }
             std::vector<Row> rows;
             for_each_tensor_with_progress("quantiles", *tensors, [&](const TensorInfo& t) {
               Row row;
               row.tensor = &t;
+              if (auto kept = opt->recompute ? std::nullopt : cache->find(t.name, key)) {
+                if (auto q = engine::quantiles_from_json(*kept); q.ok()) {
+                  row.q = std::move(q).value();
+                  row.stored = true;
+                  rows.push_back(std::move(row));
+                  return;
+                }
+              }
               auto q = engine::tensor_quantiles(session->scheduler(), *ckpt, t, options, &records, opt->threads);
               if (q.ok()) {
                 row.q = std::move(q).value();
+                cache->put(t.name, key, engine::quantiles_json(row.q, t.dtype));
               } else {
                 row.error = q.status().message();
               }
               rows.push_back(std::move(row));
             });
+            if (Status kept = cache->save(); !kept.ok()) {
+              std::cerr << "tensormorph: warning: the results could not be kept (" << kept.message()
+                        << "): they will be computed again next time\n";
+            }
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.quantiles/1"}, {"path", ckpt->path().string()},
                                           {"probabilities", opt->probabilities}};

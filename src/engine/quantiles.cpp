@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -250,6 +251,38 @@ nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype) {
   if (q.median_absolute_deviation) j["median_absolute_deviation"] = *q.median_absolute_deviation;
   j["passes"] = q.passes;
   return j;
+}
+
+Result<Quantiles> quantiles_from_json(const nlohmann::json& j) {
+  Quantiles q;
+  try {
+    q.finite = j.at("finite").get<uint64_t>();
+    q.nan = j.at("nan").get<uint64_t>();
+    q.pos_inf = j.at("pos_inf").get<uint64_t>();
+    q.neg_inf = j.at("neg_inf").get<uint64_t>();
+    for (const auto& v : j.at("quantiles")) {
+      q.values.push_back({v.at("probability").get<double>(), v.at("inverted_cdf").get<double>(), v.at("linear").get<double>()});
+    }
+    if (q.finite > 0) {
+      q.median = j.at("median").get<double>();
+      q.robust_range = {j.at("robust_range").at(0).get<double>(), j.at("robust_range").at(1).get<double>()};
+    }
+    if (j.contains("median_absolute_deviation")) q.median_absolute_deviation = j["median_absolute_deviation"].get<double>();
+    q.passes = j.at("passes").get<uint32_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("not a stored quantile result: ") + e.what());
+  }
+  return q;
+}
+
+std::string quantiles_cache_key(const QuantileOptions& options) {
+  std::string key = "quantiles/1 p=";
+  char text[32];
+  for (size_t i = 0; i < options.probabilities.size(); ++i) {
+    std::snprintf(text, sizeof text, "%s%.17g", i ? "," : "", options.probabilities[i]);
+    key += text;
+  }
+  return key + (options.median_absolute_deviation ? " mad=1" : " mad=0");
 }
 
 Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,

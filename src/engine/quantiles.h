@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,12 @@ Result<Quantiles> quantiles_of(const RadixPass& pass, DType dtype, const Quantil
 /// median, the robust range, the MAD when computed, the passes); `dtype` marks types ranked after
 /// rounding to float32.
 nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype);
+
+/// The inverse of quantiles_json; INVALID_ARGUMENT when `j` is not such a document.
+Result<Quantiles> quantiles_from_json(const nlohmann::json& j);
+
+/// The key a quantile result of `options` is kept under beside the index.
+std::string quantiles_cache_key(const QuantileOptions& options);
 
 /// The probabilities of the robust range.
 inline constexpr std::array<double, 2> kRobustRangeProbabilities = {0.001, 0.999};

@@ -1,0 +1,43 @@
+// Results of analyses (quantiles, ...) kept beside a checkpoint's index, in "<index>.analyses.json",
+// under the staleness rule of the index: they hold while every source file's identity (size,
+// modification time, hash of the head and tail) is the one recorded with them. Asking twice reads
+// nothing; a changed file, a damaged or foreign cache, or another format version reads as empty.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "index/file_identity.h"
+#include "tensormorph/checkpoint.h"
+
+namespace tensormorph::index {
+
+/// One checkpoint's stored analysis results.
+class AnalysisCache {
+ public:
+  /// The cache beside `index_path` (default_index_path of the checkpoint when empty). Fails only
+  /// when the checkpoint's files cannot be identified.
+  static Result<AnalysisCache> open(const Checkpoint& checkpoint, const std::filesystem::path& index_path = {});
+
+  /// The stored result of `key` (e.g. "quantiles/1 p=0.5 mad=0") for tensor `tensor`, if any.
+  std::optional<nlohmann::json> find(const std::string& tensor, const std::string& key) const;
+  /// Keeps a result (in memory until save()).
+  void put(const std::string& tensor, const std::string& key, nlohmann::json value);
+  /// Writes the cache atomically when something was put; an error says why it was not kept
+  /// (nothing is lost: the results are computed again next time).
+  Status save();
+  /// Where the cache lives.
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::vector<FileIdentity> files_;
+  nlohmann::json results_ = nlohmann::json::object();  // tensor -> key -> result
+  bool changed_ = false;
+};
+
+}  // namespace tensormorph::index
