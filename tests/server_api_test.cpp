@@ -95,6 +95,34 @@ TEST_F(ServerApi, ValuesEqualTheDecodedTensor) {
   }
 }
 
+TEST_F(ServerApi, AnalysesAnswerCountThePlantedNonFiniteValuesAndKeepQuantiles) {
+  const std::string t = "model.layers.2.mlp.down_proj.weight";  // the demo's planted NaN and Inf
+  const json q = get_json("/api/quantiles?ckpt=0&tensor=" + t + "&p=0,0.5,1");
+  EXPECT_EQ(q["source"], "computed");
+  EXPECT_GT(q["nan"].get<int>() + q["pos_inf"].get<int>() + q["neg_inf"].get<int>(), 0);
+  ASSERT_EQ(q["quantiles"].size(), 3u);
+  EXPECT_LE(q["quantiles"][0]["linear"].get<double>(), q["median"].get<double>());
+  EXPECT_FALSE(q["records"].empty());
+  const json again = get_json("/api/quantiles?ckpt=0&tensor=" + t + "&p=0,0.5,1");
+  EXPECT_EQ(again["source"], "stored");
+  EXPECT_EQ(again["quantiles"], q["quantiles"]);
+  const json o = get_json("/api/outliers?ckpt=0&tensor=" + t + "&k=5");
+  ASSERT_EQ(o["top_k"].size(), 5u);
+  EXPECT_GE(std::fabs(o["top_k"][0]["value"].get<double>()), std::fabs(o["top_k"][4]["value"].get<double>()));
+  const json c = get_json("/api/channels?ckpt=0&tensor=" + t + "&stat=l2");
+  auto ckpt = open_checkpoint(dir_->path() / "demo");
+  ASSERT_TRUE(ckpt.ok());
+  const engine::MatrixShape m = engine::as_matrix(*(*ckpt)->find(t));
+  EXPECT_EQ(c["rows"].size(), m.rows);
+  EXPECT_EQ(c["cols"].size(), m.cols);
+  for (const char* bad : {"/api/quantiles?ckpt=0&tensor=model.layers.2.mlp.down_proj.weight&p=1.5",
+                          "/api/outliers?ckpt=0&tensor=model.layers.2.mlp.down_proj.weight&k=0",
+                          "/api/channels?ckpt=0&tensor=model.layers.2.mlp.down_proj.weight&stat=median"}) {
+    const json e = get_json(bad, 400);
+    EXPECT_TRUE(e.contains("error")) << bad;
+  }
+}
+
 TEST_F(ServerApi, ValueWindowsEqualTheDecodedTensorAndStopAtTheEdges) {
   auto ckpt = open_checkpoint(dir_->path() / "demo");
   ASSERT_TRUE(ckpt.ok());

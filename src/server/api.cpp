@@ -10,6 +10,7 @@
 #include "engine/matrix_shape.h"
 #include "engine/outliers.h"
 #include "engine/quantiles.h"
+#include "index/analysis_cache.h"
 #include "engine/tensor_ops.h"
 #include "server/http_util.h"
 
@@ -241,11 +242,27 @@ void ApiContext::register_routes(httplib::Server& http) {
       }
     }
     options.median_absolute_deviation = param(req, "mad").value_or("0") == "1";
+    const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
+    // Kept beside the index like the command's: a tensor opened again reads nothing.
+    const std::string key = engine::quantiles_cache_key(options);
+    auto cache = index::AnalysisCache::open(ckpt);
+    if (cache.ok()) {
+      if (auto kept = cache->find(target->tensor->name, key); kept && engine::quantiles_from_json(*kept).ok()) {
+        json j = *kept;
+        j["source"] = "stored";
+        j["records"] = json::array();
+        return reply_json(res, j);
+      }
+    }
     engine::Records records;
-    auto q = engine::tensor_quantiles(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, options,
-                                      &records);
+    auto q = engine::tensor_quantiles(scheduler(), ckpt, *target->tensor, options, &records);
     if (!q.ok()) return reply_error(res, q.status());
     json j = engine::quantiles_json(*q, target->tensor->dtype);
+    if (cache.ok()) {
+      cache->put(target->tensor->name, key, engine::quantiles_json(*q, target->tensor->dtype));
+      (void)cache->save();  // not kept: computed again next time
+    }
+    j["source"] = "computed";
     j["records"] = records_json(records);
     reply_json(res, j);
   });
