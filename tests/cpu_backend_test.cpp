@@ -1265,6 +1265,24 @@ struct HistogramCall {
   }
 };
 
+TEST(CpuBackend, EstimatesCountWorkingMemory) {
+  // Each thread keeps its own counters and a decoded chunk: the estimate says so, and grows with
+  // the bins, so that a memory budget sees the kernel's need, not only its output.
+  CpuApi cpu("bandwidth_gbps=10");
+  const auto bytes = f32_bytes(std::vector<float>(1 << 12, 1.0f));
+  const TensorView t{DType::kF32, bytes, 1 << 12};
+  auto working = [&](uint64_t bins) {
+    HistogramCall call(t, 0.0, 1.0, bins);
+    TM_CostEstimate cost{};
+    cost.struct_size = sizeof cost;
+    EXPECT_TRUE(cpu.take(cpu.api().estimate(cpu.backend(), &call.op, &cost)).ok());
+    EXPECT_EQ(cost.bytes_written, (bins + 3) * sizeof(uint64_t));
+    return cost.working_bytes;
+  };
+  EXPECT_GE(working(1000), 1000 * sizeof(uint64_t) + (uint64_t{1} << 16) * sizeof(float));
+  EXPECT_GT(working(60000), working(1000));
+}
+
 TEST(CpuBackend, HistogramCountsExactly) {
   CpuApi cpu;
   for (DType dtype : decodable_dtypes()) {

@@ -22,6 +22,7 @@ struct FakeConfig {
   double error_bound = 0;
   double compute_ns = 1000;
   uint64_t bytes_written = 0;
+  uint64_t working_bytes = 0;
   bool host_visible = true;
   double link_gbps = 1.0;
   TM_StatusCode fail_with = TM_STATUS_OK;  // execute fails with this code
@@ -83,6 +84,7 @@ TM_Error* fake_query(TM_Backend* b, const TM_OpQuery* q, TM_OpSupport* out) {
 TM_Error* fake_estimate(TM_Backend* b, const TM_OpInstance*, TM_CostEstimate* out) {
   out->compute_ns = config(b)->compute_ns;
   out->bytes_written = config(b)->bytes_written;
+  out->working_bytes = config(b)->working_bytes;
   return nullptr;
 }
 
@@ -345,6 +347,22 @@ TEST_F(SchedulerTest, MemoryBudgetOffersTheRegisteredApproximateRung) {
   EXPECT_EQ(q->record.op, "test.op_sampled@1");
   EXPECT_EQ(q->record.backend, "sampler");
   EXPECT_EQ(q->record.exactness, "approximate");
+}
+
+TEST_F(SchedulerTest, MemoryBudgetCountsWorkingMemoryNotOnlyOutputs) {
+  // A small output whose kernel needs much working memory is over the budget; the lean one serves.
+  add({.name = "hungry", .compute_ns = 10, .bytes_written = 16, .working_bytes = 8ull << 20});
+  add({.name = "lean", .compute_ns = 1000, .bytes_written = 16, .working_bytes = 1 << 10});
+  auto s = make({.constraints = {}, .memory_budget_bytes = 1 << 20});
+  auto p = s.run(request());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE(p->executed);
+  EXPECT_EQ(p->record.backend, "lean");
+  bool said = false;
+  for (const auto& v : p->record.candidates) {
+    if (v.backend == "hungry") said = v.verdict.find("working memory") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << "the record says why the faster backend was passed over";
 }
 
 TEST_F(SchedulerTest, ConsentIsPermissionNotARequest) {

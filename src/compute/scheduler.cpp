@@ -203,9 +203,9 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
         v.estimated_ns = c.total_ns;
         c.support.level = TM_SUPPORT_NONE;  // marks "eligible only with consent"
         eligible.push_back(c);
-      } else if (budget > 0 && estimate->bytes_written > budget) {
-        v.verdict = "over the memory budget (" + std::to_string(estimate->bytes_written) + " > " +
-                    std::to_string(budget) + " bytes)";
+      } else if (const uint64_t need = estimate->bytes_written + estimate->working_bytes; budget > 0 && need > budget) {
+        v.verdict = "over the memory budget (" + std::to_string(estimate->bytes_written) + " bytes of output + " +
+                    std::to_string(estimate->working_bytes) + " of working memory > " + std::to_string(budget) + ")";
       } else if (b.traits().memory_bytes > 0 && device_need > b.traits().memory_bytes) {
         v.verdict = "does not fit in device memory";
       } else {

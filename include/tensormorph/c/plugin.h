@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define TM_PLUGIN_ABI_MAJOR 1
-#define TM_PLUGIN_ABI_MINOR 2
+#define TM_PLUGIN_ABI_MINOR 3
 
 /* Symbol names a plugin library exports. */
 #define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
@@ -327,6 +327,10 @@ typedef struct TM_CostEstimate {
   double compute_ns;
   uint64_t bytes_read;
   uint64_t bytes_written;
+  /* Since 1.3: memory the execution needs beyond its inputs and outputs (per-thread counters,
+   * staging, decode buffers), at its peak. The host checks outputs plus this against the memory
+   * budget. Older backends leave it zero. */
+  uint64_t working_bytes;
 } TM_CostEstimate;
 
 /** Constraints on one execution. */

@@ -145,6 +145,7 @@ struct Traffic {
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
   double slowdown = 1.0;  ///< work per byte relative to a plain streaming read
+  uint64_t working_bytes = 0;  ///< memory beyond inputs and outputs, on the backend's threads
 };
 
 /// Relative cost per stored byte of turning `dtype` into floats.
@@ -159,7 +160,7 @@ double decode_factor(DType dtype) {
   }
 }
 
-Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
+Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind, uint32_t threads) {
   Traffic t;
   switch (kind) {
     case ops::CoreOp::kDecode: {
@@ -184,7 +185,7 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
       const DTypeInfo& info = dtype_info(args.input.dtype);
       const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
       t = {args.input.dtype, args.input.arg.nbytes, args.output.arg.nbytes,
-           4.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+           4.0 * float_bytes_per_byte * decode_factor(args.input.dtype), histogram_working_bytes(args.bins, threads)};
       break;
     }
     case ops::CoreOp::kExactSummary: {
@@ -200,7 +201,8 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
       const DTypeInfo& info = dtype_info(args.input.dtype);
       const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
       t = {args.input.dtype, args.input.arg.nbytes + args.prefixes.arg.nbytes,
-           args.counts.arg.nbytes + args.classes.arg.nbytes, 4.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+           args.counts.arg.nbytes + args.classes.arg.nbytes, 4.0 * float_bytes_per_byte * decode_factor(args.input.dtype),
+           radix_histogram_working_bytes(args.counts.arg.nbytes / sizeof(uint64_t), args.prefixes.elems > 0, threads)};
       break;
     }
     case ops::CoreOp::kChannelStats: {
@@ -209,7 +211,8 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
       const DTypeInfo& info = dtype_info(args.input.dtype);
       const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
       t = {args.input.dtype, args.input.arg.nbytes, args.rows_out.arg.nbytes + args.cols_out.arg.nbytes,
-           6.0 * float_bytes_per_byte * decode_factor(args.input.dtype)};
+           6.0 * float_bytes_per_byte * decode_factor(args.input.dtype),
+           channel_stats_working_bytes(args.rows, args.cols, threads)};
       break;
     }
     case ops::CoreOp::kTopK: {
@@ -218,7 +221,7 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind) {
       const DTypeInfo& info = dtype_info(args.input.dtype);
       const double float_bytes_per_byte = 4.0 * info.block_elems / info.block_bytes;
       t = {args.input.dtype, args.input.arg.nbytes, args.indices.arg.nbytes + args.values.arg.nbytes,
-           float_bytes_per_byte * decode_factor(args.input.dtype)};
+           float_bytes_per_byte * decode_factor(args.input.dtype), top_k_working_bytes(args.k, threads)};
       break;
     }
   }
@@ -424,12 +427,13 @@ TM_Error* estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate
       return Status::Ok();
     }
     TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
-    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
+    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind, backend_of(backend)->threads));
     if (!dtype_decodable(traffic.dtype)) return not_decodable(traffic.dtype);
     TM_CostEstimate cost{};
     cost.struct_size = sizeof cost;
     cost.bytes_read = traffic.bytes_read;
     cost.bytes_written = traffic.bytes_written;
+    cost.working_bytes = traffic.working_bytes;
     // GB/s is bytes per nanosecond.
     cost.compute_ns = static_cast<double>(traffic.bytes_read) * traffic.slowdown / backend_of(backend)->bandwidth_gbps +
                       static_cast<double>(traffic.bytes_written) / backend_of(backend)->bandwidth_gbps;
@@ -502,7 +506,7 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(*op));
     // Every result of this backend is bitwise: only an unknown floor can be refused here.
     TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
-    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind));
+    TM_ASSIGN_OR_RETURN(const Traffic traffic, traffic_of(*op, kind, policy.max_threads == 0 ? b.threads : policy.max_threads));
     const auto start = std::chrono::steady_clock::now();
     std::optional<uint64_t> found;  // entries of a data-dependent output
     switch (kind) {

@@ -58,7 +58,23 @@ struct Scratch {
   Status status;
 };
 
+/// Rows per block of a matrix of `rows` rows: a power of two dividing the tree's padded height.
+uint64_t block_rows_of(uint64_t rows) {
+  const uint64_t tree_rows = std::bit_ceil(std::max<uint64_t>(rows, 1));
+  return std::min({tree_rows, kMaxBlockRows, std::max<uint64_t>(1, std::bit_ceil(tree_rows / kBlocksWanted))});
+}
+
 }  // namespace
+
+uint64_t channel_stats_working_bytes(uint64_t rows, uint64_t cols, uint32_t threads) {
+  const uint64_t block_rows = block_rows_of(rows);
+  const uint64_t real_blocks = (rows + block_rows - 1) / block_rows;
+  const uint64_t shared = real_blocks * cols * (2 * sizeof(double) + sizeof(TM_TileStats));
+  const uint64_t tree_levels = static_cast<uint64_t>(std::bit_width(block_rows));
+  const uint64_t per_thread = cols * (sizeof(float) + 4 * sizeof(double) + sizeof(TM_TileStats)) +
+                              2 * tree_levels * cols * sizeof(double);
+  return shared + per_thread * threads;
+}
 
 Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows_out, std::span<TM_TileStats> cols_out,
                      uint32_t max_threads) {
@@ -70,8 +86,7 @@ Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows
   if (!dtype_decodable(matrix.dtype)) return Status::Unsupported(std::string(dtype_not_decodable_reason(matrix.dtype)));
   const uint64_t cols = matrix.cols;
   const uint64_t tree_rows = std::bit_ceil(std::max<uint64_t>(matrix.rows, 1));
-  const uint64_t block_rows =
-      std::min({tree_rows, kMaxBlockRows, std::max<uint64_t>(1, std::bit_ceil(tree_rows / kBlocksWanted))});
+  const uint64_t block_rows = block_rows_of(matrix.rows);
   const uint64_t blocks = tree_rows / block_rows;  // the tree's blocks, the last ones all padding
   const uint64_t real_blocks = (matrix.rows + block_rows - 1) / block_rows;
   const uint64_t row_slots = std::bit_ceil(std::max<uint64_t>(cols, 1));

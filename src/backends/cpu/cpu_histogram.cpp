@@ -26,6 +26,11 @@ struct ThreadCounts {
 
 }  // namespace
 
+uint64_t histogram_working_bytes(uint64_t bins, uint32_t threads) {
+  const uint64_t per_thread = (uint64_t{1} << 16) * sizeof(float) + (bins + 3 <= kPrivateBinsMax + 3 ? (bins + 3) * sizeof(uint64_t) : 0);
+  return per_thread * threads;
+}
+
 Status histogram(const ops::TensorView& tensor, double lo, double hi, uint64_t bins, std::span<uint64_t> out,
                  uint32_t max_threads) {
   TM_RETURN_IF_ERROR(ops::check_histogram_args(tensor, lo, hi, bins, out.size()));

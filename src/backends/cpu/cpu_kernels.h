@@ -31,4 +31,16 @@ Status top_k(const ops::TensorView& tensor, std::span<uint64_t> indices, std::sp
 Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows_out, std::span<TM_TileStats> cols_out,
                      uint32_t max_threads);
 
+// Peak memory each kernel needs beyond its inputs and outputs, on `threads` threads: what the
+// estimate reports as working memory, so that the memory budget sees it before anything runs.
+
+/// Working memory of histogram().
+uint64_t histogram_working_bytes(uint64_t bins, uint32_t threads);
+/// Working memory of radix_histogram() with `slots` counters.
+uint64_t radix_histogram_working_bytes(uint64_t slots, bool with_prefixes, uint32_t threads);
+/// Working memory of top_k().
+uint64_t top_k_working_bytes(uint64_t k, uint32_t threads);
+/// Working memory of channel_stats() on a rows x cols matrix.
+uint64_t channel_stats_working_bytes(uint64_t rows, uint64_t cols, uint32_t threads);
+
 }  // namespace tensormorph::cpu

@@ -110,6 +110,12 @@ void count_values(std::span<const float> values, const ops::RadixParams& params,
 
 }  // namespace
 
+uint64_t radix_histogram_working_bytes(uint64_t slots, bool with_prefixes, uint32_t threads) {
+  const uint64_t per_thread = kChunkElems * sizeof(float) + slots * sizeof(uint64_t) +
+                              (with_prefixes ? 1 : 2) * slots * sizeof(uint32_t);
+  return per_thread * threads;
+}
+
 Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& params, std::span<const uint64_t> prefixes,
                        std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes,
                        uint32_t max_threads) {

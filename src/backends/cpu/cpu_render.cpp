@@ -93,7 +93,8 @@ Result<TM_CostEstimate> render_estimate(const TM_OpInstance& op, double bandwidt
   TM_CostEstimate cost{};
   cost.struct_size = sizeof cost;
   cost.bytes_read = bytes_read(args);
-  cost.bytes_written = ops::render_working_bytes(args.params, args.rows, args.cols);
+  cost.bytes_written = ops::kRenderTileBytes;
+  cost.working_bytes = ops::render_working_bytes(args.params, args.rows, args.cols) - ops::kRenderTileBytes;
   // Decoding and binning cost about four times a streaming read; colouring is per pixel.
   cost.compute_ns = 4.0 * static_cast<double>(cost.bytes_read) / bandwidth_gbps + 65536.0 * 2.0;
   return cost;

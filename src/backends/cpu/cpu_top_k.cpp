@@ -44,6 +44,10 @@ void keep_best(std::span<const float> values, uint64_t first_index, uint64_t k, 
 
 }  // namespace
 
+uint64_t top_k_working_bytes(uint64_t k, uint32_t threads) {
+  return (kChunkElems * sizeof(float) + k * sizeof(ops::TopKEntry)) * threads + k * threads * sizeof(ops::TopKEntry);
+}
+
 Status top_k(const ops::TensorView& tensor, std::span<uint64_t> indices, std::span<float> values, uint64_t* written,
              uint32_t max_threads) {
   TM_RETURN_IF_ERROR(ops::check_tensor_bytes(TM_OP_TOP_K, tensor));

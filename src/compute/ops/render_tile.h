@@ -76,8 +76,8 @@ std::array<uint8_t, 4> render_pixel_colour(const TM_TileStats& s, const RenderPa
 /// The 256-entry RGB table of a colour map (for colour bars).
 std::span<const std::array<uint8_t, 3>> color_map_table(ColorMap map);
 
-/// Bytes of working memory a values render needs (decoded rows, row-sum slots, the tile itself):
-/// what a backend reports as written, so the scheduler's memory budget applies to it.
+/// Bytes a values render needs at its peak (decoded rows, row-sum slots, the tile itself); a
+/// backend reports what exceeds the tile as working memory, so the memory budget applies to it.
 uint64_t render_working_bytes(const RenderParams& params, uint64_t rows, uint64_t cols);
 
 /// Renders pixel rows [y_begin, y_end) of a values tile into `rgba` (the whole tile's buffer).
