@@ -22,6 +22,7 @@
 #include "index/index_builder.h"
 #include "engine/compute_session.h"
 #include "engine/matrix_shape.h"
+#include "engine/value_histogram.h"
 #include "tensormorph/decode.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -747,6 +748,20 @@ TEST_F(IndexTest, NanAndInfAreCountedNotPropagated) {
   EXPECT_EQ(w.max, 0.25);
   EXPECT_TRUE(std::isfinite(w.mean()) && std::isfinite(w.stddev()));
   expect_moments_match(w, direct_moments(wide), "wide");
+  // The value histogram counts each finite value in the bin of its order key's top bits, and is
+  // read back as written.
+  auto stored = index::read_index(dir / "nan.tmindex");
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::vector<uint64_t> want_bins(engine::kValueHistogramBins, 0);
+    for (float v : tensors[i].values) {
+      if (std::isfinite(v)) ++want_bins[ops::value_order_key(v) >> (32 - engine::kValueHistogramBits)];
+    }
+    const auto* p = find_pyramid(contents, tensors[i].name);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->value_histogram, want_bins) << tensors[i].name;
+    EXPECT_EQ(find_pyramid(*stored, tensors[i].name)->value_histogram, want_bins) << tensors[i].name;
+  }
   // Every level's tiles keep NaN/Inf out of their envelopes, too.
   for (const auto& level : find_pyramid(contents, "wide")->levels) {
     for (const auto& t : level.tiles) {
@@ -827,6 +842,8 @@ TEST_F(IndexTest, IndexWithImpossibleGeometryIsRejectedAndRebuilt) {
   damaged.back().second.tensors[0].rows = 41;
   damaged.emplace_back("a count beyond 2^53", good);
   damaged.back().second.tensors[0].levels[1].tiles[0].count = ~uint64_t{0};  // stored as 1.8e19
+  damaged.emplace_back("a value histogram that counts other values than the pyramid", good);
+  damaged.back().second.tensors[0].value_histogram[0] += 1;
   for (const auto& [what, contents] : damaged) {
     ASSERT_TRUE(index::write_index(location, contents).ok()) << what;
     auto read = index::read_index(location);

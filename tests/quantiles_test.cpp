@@ -431,5 +431,159 @@ TEST(QuantilesCommand, RealCheckpoints) {
   }
 }
 
+// ---- The exactness ladder ----------------------------------------------------------------------
+
+/// A file with one weights-like F32 matrix (NaN, infinities and zeros planted) and its finite
+/// values sorted, for checking what the approximate rungs bound.
+struct LadderFixture {
+  TempDir dir;
+  std::filesystem::path file = dir.path() / "ladder.safetensors";
+  Sorted sorted{{}};
+  LadderFixture() {
+    std::mt19937 rng(7);
+    std::student_t_distribution<float> heavy(3.0f);  // heavy tails, as trained weights have
+    std::vector<float> v(512 * 1024);
+    for (auto& x : v) x = 0.02f * heavy(rng);
+    v[5] = kNaN;
+    v[6] = kInf;
+    v[7] = -kInf;
+    v[8] = 0.0f;
+    v[9] = -0.0f;
+    std::vector<double> finite;
+    for (float x : v) {
+      if (std::isfinite(x)) finite.push_back(x);
+    }
+    sorted = Sorted(std::move(finite));
+    const safetensors::TensorToWrite tensors[] = {{"w", DType::kF32, {512, 1024}, std::as_bytes(std::span(v))}};
+    EXPECT_TRUE(safetensors::write_file(file, tensors, {}).ok());
+  }
+  void settings(const std::string& compute) const { testing::write_bytes(dir.path() / "settings.json", compute); }
+};
+
+constexpr const char* kLadderProbabilities = "0,0.001,0.01,0.25,0.5,0.75,0.99,0.999,1";
+
+/// Each value's interval holds the true quantile (both definitions) and the estimate.
+void expect_intervals_hold(const nlohmann::json& t, const Sorted& sorted) {
+  ASSERT_EQ(t["exactness"], "approximate") << t.dump();
+  for (const auto& v : t["quantiles"]) {
+    const double q = v["probability"].get<double>();
+    ASSERT_TRUE(v.contains("interval")) << v.dump();
+    const double lo = v["interval"][0].get<double>(), hi = v["interval"][1].get<double>();
+    EXPECT_LE(lo, sorted.inverted_cdf(q)) << "q " << q;
+    EXPECT_GE(hi, sorted.inverted_cdf(q)) << "q " << q;
+    EXPECT_LE(lo, sorted.linear(q)) << "q " << q;
+    EXPECT_GE(hi, sorted.linear(q)) << "q " << q;
+    EXPECT_LE(lo, v["linear"].get<double>());
+    EXPECT_GE(hi, v["linear"].get<double>());
+  }
+}
+
+TEST(QuantileLadder, OverTheTimeBudgetTheLadderIsPrintedAndTheExitCodeIsThree) {
+  LadderFixture f;
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (f.dir.path() / "settings.json").string());
+  f.settings(R"({"compute": {"time_budget_seconds": 1e-9}})");
+  auto r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("needs consent"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("over the time budget"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exact "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sample "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("histogram "), std::string::npos) << "no index yet, so no stored histogram: " << r.err;
+  EXPECT_NE(r.err.find("--consent"), std::string::npos) << r.err;
+
+  r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities, "--json"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["needs_consent"], 1);
+  const auto& ladder = j["tensors"][0]["needs_consent"]["ladder"];
+  ASSERT_EQ(ladder.size(), 2u) << ladder.dump();
+  EXPECT_EQ(ladder[0]["id"], "exact");
+  EXPECT_EQ(ladder[1]["id"], "sample");
+  EXPECT_GT(ladder[0]["estimated_ms"].get<double>(), 0.0);
+  EXPECT_FALSE(ladder[1]["error_bound"].get<std::string>().empty());
+
+  // Consent to exact runs it anyway and gives what no budget gives.
+  r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities, "--json", "--consent", "exact"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto exact = nlohmann::json::parse(r.out)["tensors"][0];
+  EXPECT_EQ(exact["exactness"], "exact");
+  for (const auto& v : exact["quantiles"]) {
+    EXPECT_EQ(v["linear"].get<double>(), f.sorted.linear(v["probability"].get<double>()));
+  }
+  // The sample's intervals hold the true values; nothing approximate is kept as a result.
+  r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities, "--json", "--consent", "sample", "--recompute"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sampled = nlohmann::json::parse(r.out)["tensors"][0];
+  EXPECT_EQ(sampled["rung"], "sample");
+  expect_intervals_hold(sampled, f.sorted);
+}
+
+TEST(QuantileLadder, TheIndexHistogramIsARungThatReadsNoData) {
+  LadderFixture f;
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (f.dir.path() / "settings.json").string());
+  ASSERT_EQ(run_cli({"index", f.file.string()}).exit_code, 0);
+  f.settings(R"({"compute": {"time_budget_seconds": 1e-9}})");
+  auto r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities, "--json"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto planned = nlohmann::json::parse(r.out);
+  const auto& ladder = planned["tensors"][0]["needs_consent"]["ladder"];
+  ASSERT_EQ(ladder.size(), 3u) << ladder.dump();
+  EXPECT_EQ(ladder[1]["id"], "histogram");
+  r = run_cli({"quantiles", f.file.string(), "-p", kLadderProbabilities, "--json", "--explain", "--consent", "approximate"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& t = j["tensors"][0];
+  EXPECT_EQ(t["rung"], "histogram") << "the cheapest approximate rung";
+  EXPECT_TRUE(j["placements"].empty()) << "read off the index: " << j["placements"].dump();
+  EXPECT_EQ(t["nan"], 1);
+  EXPECT_EQ(t["pos_inf"], 1);
+  EXPECT_EQ(t["finite"], f.sorted.v.size());
+  expect_intervals_hold(t, f.sorted);
+  // Each interval is one bin (clamped to the extremes): at most 1/8 of a power of two wide.
+  for (const auto& v : t["quantiles"]) {
+    const double lo = v["interval"][0].get<double>(), hi = v["interval"][1].get<double>();
+    EXPECT_LE(hi - lo, std::max(std::fabs(lo), std::fabs(hi)) / 8 + 1e-37) << v.dump();
+  }
+  // The table marks approximate values.
+  r = run_cli({"quantiles", f.file.string(), "--consent", "histogram"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("~"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rung 'histogram'"), std::string::npos) << r.out;
+}
+
+TEST(QuantileLadder, AMemoryBudgetBelowTheWorkingMemoryLeavesOnlyApproximateRungs) {
+  LadderFixture f;
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (f.dir.path() / "settings.json").string());
+  // The radix pass's outputs are 512 KiB and each thread's counters and chunk 1.25 MiB more; the
+  // sample's decode writes 1 MiB.
+  f.settings(R"({"compute": {"memory_budget_bytes": 1500000}})");
+  auto r = run_cli({"quantiles", f.file.string(), "--json"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  const auto plan = nlohmann::json::parse(r.out)["tensors"][0]["needs_consent"];
+  EXPECT_NE(plan["reason"].get<std::string>().find("working memory"), std::string::npos) << plan.dump();
+  for (const auto& rung : plan["ladder"]) EXPECT_NE(rung["id"], "exact") << plan.dump();
+  // Exact cannot be consented to when it cannot run: the command says so and still exits 3.
+  r = run_cli({"quantiles", f.file.string(), "--consent", "exact"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("not on offer"), std::string::npos) << r.err;
+  r = run_cli({"quantiles", f.file.string(), "--json", "--consent", "sample"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_intervals_hold(nlohmann::json::parse(r.out)["tensors"][0], f.sorted);
+}
+
+TEST(QuantileLadder, TimeBudgetSettingParsesAndRefusesNonsense) {
+  TempDir dir;
+  testing::ScopedEnv config("TENSORMORPH_CONFIG", (dir.path() / "settings.json").string());
+  EXPECT_EQ(run_cli({"config", "set", "compute.time_budget", "1.5m"}).exit_code, 0);
+  auto r = run_cli({"config", "get", "compute.time_budget"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("90s"), std::string::npos) << r.out;
+  r = run_cli({"config", "set", "compute.time_budget", "soon"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a time"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli({"config", "set", "compute.time_budget", "off"}).exit_code, 0);
+  EXPECT_NE(run_cli({"config", "get", "compute.time_budget"}).out.find("off"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tensormorph

@@ -219,6 +219,37 @@ TEST_F(ServerApi, ConstraintsApplyToTheNextOperationAndPersistWhenAsked) {
   EXPECT_EQ(compute["records"][0]["sequence"], seq);
 }
 
+TEST_F(ServerApi, QuantilesOverTheTimeBudgetAnswerWithTheLadderAndHonourConsent) {
+  httplib::Client client("127.0.0.1", port_);
+  auto set = client.Post("/api/settings", R"({"key": "compute.time_budget", "value": "1e-9"})", "application/json");
+  ASSERT_EQ(set->status, 200) << set->body;
+  const std::string url = "/api/quantiles?ckpt=0&tensor=model.layers.1.self_attn.q_proj.weight&p=0.01,0.5,0.99";
+  const json refused = get_json(url, 409);
+  EXPECT_EQ(refused["needs_consent"], true) << refused.dump();
+  EXPECT_NE(refused["reason"].get<std::string>().find("time budget"), std::string::npos) << refused.dump();
+  std::vector<std::string> rungs;
+  for (const auto& r : refused["ladder"]) rungs.push_back(r["id"]);
+  EXPECT_EQ(rungs, (std::vector<std::string>{"exact", "histogram", "sample"})) << "the index is ready: its histogram is a rung";
+  // The Compute panel lists it among the operations waiting for consent.
+  bool listed = false;
+  const json compute = get_json("/api/compute");
+  for (const auto& c : compute["consent_requests"]) listed = listed || c["op"] == "quantiles";
+  EXPECT_TRUE(listed) << compute["consent_requests"].dump();
+  const json histogram = get_json(url + "&consent=histogram");
+  EXPECT_EQ(histogram["rung"], "histogram");
+  EXPECT_EQ(histogram["exactness"], "approximate");
+  EXPECT_TRUE(histogram["records"].empty()) << "read off the index";
+  const json exact = get_json(url + "&consent=exact");
+  EXPECT_EQ(exact["exactness"], "exact");
+  for (size_t i = 0; i < 3; ++i) {
+    const double v = exact["quantiles"][i]["linear"];
+    EXPECT_LE(histogram["quantiles"][i]["interval"][0].get<double>(), v);
+    EXPECT_GE(histogram["quantiles"][i]["interval"][1].get<double>(), v);
+  }
+  ASSERT_EQ(client.Post("/api/settings", R"({"key": "compute.time_budget", "value": "off"})", "application/json")->status, 200);
+  EXPECT_EQ(get_json(url)["source"], "stored") << "the exact result consented to was kept";
+}
+
 TEST_F(ServerApi, MemoryBudgetAppliesToTheNextOperation) {
   httplib::Client client("127.0.0.1", port_);
   auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})", "application/json");

@@ -18,8 +18,9 @@
 
 namespace tensormorph::cli {
 
-/// Process exit codes shared by every command.
-enum ExitCode : int { kExitOk = 0, kExitUserError = 1, kExitUsage = 2 };
+/// Process exit codes shared by every command. kExitNeedsConsent: an exact result was out of the
+/// memory or time budget and no ladder rung was consented to (the ladder was printed).
+enum ExitCode : int { kExitOk = 0, kExitUserError = 1, kExitUsage = 2, kExitNeedsConsent = 3 };
 
 /// A registered subcommand: its CLI11 node and the body to run once it was parsed.
 struct Command {

@@ -6,8 +6,10 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
+#include "engine/quantile_ladder.h"
 #include "engine/quantiles.h"
 #include "index/analysis_cache.h"
+#include "index/index_builder.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -20,6 +22,7 @@ struct Options {
   std::string method = "linear";
   bool mad = false;
   bool recompute = false;
+  std::string consent;  // a rung id, "approximate", or "" (exact within the budgets only)
   bool json = false;
   bool csv = false;
   uint32_t threads = 0;
@@ -31,6 +34,7 @@ struct Row {
   std::string error;
   engine::Quantiles q;
   bool stored = false;  // read from the results kept beside the index
+  std::optional<engine::QuantilePlan> needs_consent;  // exact is out of the budgets and no rung was consented to
 };
 
 /// Types whose values float32 cannot all hold are ranked after rounding to float32 (a monotone
@@ -51,6 +55,10 @@ nlohmann::ordered_json row_json(const Row& r) {
     j["error"] = r.error;
     return j;
   }
+  if (r.needs_consent) {
+    j["needs_consent"] = engine::quantile_plan_json(*r.needs_consent);
+    return j;
+  }
   j.update(engine::quantiles_json(r.q, t.dtype));
   j["source"] = r.stored ? "stored" : "computed";
   return j;
@@ -69,6 +77,7 @@ void print_table(const std::vector<Row>& rows, const Options& opt) {
   if (opt.mad) std::printf("  %11s", "MAD");
   std::printf("\n");
   bool rounded = false;
+  std::string approximate_rung;
   for (const auto& r : rows) {
     const TensorInfo& t = *r.tensor;
     std::string dtype(dtype_name(t.dtype));
@@ -81,9 +90,19 @@ void print_table(const std::vector<Row>& rows, const Options& opt) {
       std::printf("%s\n", printable(r.error, 400).c_str());
       continue;
     }
+    if (r.needs_consent) {
+      std::printf("needs consent (the ladder is on stderr)\n");
+      continue;
+    }
+    const bool approximate = r.q.rung != engine::kRungExact;
+    approximate_rung = approximate ? r.q.rung : approximate_rung;
     std::printf("%9s  %5llu  %5llu", human_count(r.q.finite).c_str(), static_cast<unsigned long long>(r.q.nan),
                 static_cast<unsigned long long>(r.q.pos_inf + r.q.neg_inf));
-    for (const auto& v : r.q.values) std::printf("  %11.4g", shown(v, opt.method));
+    for (const auto& v : r.q.values) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%s%.4g", approximate ? "~" : "", shown(v, opt.method));
+      std::printf("  %11s", value);
+    }
     if (r.q.values.empty()) {
       for (size_t i = 0; i < opt.probabilities.size(); ++i) std::printf("  %11s", "-");
     }
@@ -99,6 +118,9 @@ void print_table(const std::vector<Row>& rows, const Options& opt) {
   std::printf("quantiles of the finite values (%s)%s\n",
               opt.method == "linear" ? "linear interpolation, numpy's default" : "inverted_cdf: the element of rank ceil(q n)",
               rounded ? "; * ranked after rounding to float32" : "");
+  if (!approximate_rung.empty()) {
+    std::printf("~ approximate, consented to (rung '%s'); --json gives each value's interval\n", approximate_rung.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -108,8 +130,9 @@ void print_csv(const std::vector<Row>& rows) {
   for (const auto& r : rows) {
     const std::string head = csv_field(printable(r.tensor->name, SIZE_MAX)) + "," +
                              std::string(dtype_name(r.tensor->dtype)) + "," + std::to_string(r.tensor->elements());
-    if (!r.error.empty()) {
-      std::cout << head << ",,,,,,,,," << csv_field(printable(r.error, SIZE_MAX)) << "\n";
+    if (!r.error.empty() || r.needs_consent) {
+      const std::string why = r.needs_consent ? "needs consent: " + r.needs_consent->reason : r.error;
+      std::cout << head << ",,,,,,,,," << csv_field(printable(why, SIZE_MAX)) << "\n";
       continue;
     }
     const std::string counts = std::to_string(r.q.finite) + "," + std::to_string(r.q.nan) + "," +
@@ -121,6 +144,41 @@ void print_csv(const std::vector<Row>& rows) {
     }
     if (r.q.values.empty()) std::cout << head << "," << counts << ",,,," << mad << ",\n";
   }
+}
+
+/// The rungs on offer for the tensors that need consent, on stderr: what each computes, its bound,
+/// its estimated cost, and how to accept one.
+void print_ladders(const std::vector<Row>& rows) {
+  constexpr size_t kShown = 5;
+  size_t waiting = 0;
+  for (const auto& r : rows) {
+    if (!r.needs_consent) continue;
+    if (waiting++ >= kShown) continue;
+    std::cerr << "tensormorph: needs consent: " << printable(r.needs_consent->reason, 400) << "\n";
+    if (r.needs_consent->ladder.empty()) std::cerr << "  no rung can run within the constraints\n";
+    for (const auto& rung : r.needs_consent->ladder) {
+      char cost[32];
+      std::snprintf(cost, sizeof cost, "%.1f ms", rung.estimated_ns / 1e6);
+      std::cerr << "  " << rung.id << std::string(10 - std::min<size_t>(9, rung.id.size()), ' ') << "about " << cost
+                << " on " << rung.runs_on << ": " << rung.computes << "\n             bound: " << rung.error_bound << "\n";
+    }
+  }
+  if (waiting > kShown) std::cerr << "tensormorph: ... and " << waiting - kShown << " more tensors need consent\n";
+  if (waiting > 0) {
+    std::cerr << "tensormorph: run again with --consent RUNG to accept one (exact, histogram, sample; approximate: "
+                 "the cheapest approximate rung on offer)\n";
+  }
+}
+
+/// What the index knows of `t` (its current entry's histogram and summary), if anything.
+engine::StoredKnowledge stored_knowledge(const index::CurrentEntries* entries, const TensorInfo& t) {
+  engine::StoredKnowledge k;
+  if (entries == nullptr) return k;
+  const auto it = entries->by_name.find(t.name);
+  if (it == entries->by_name.end() || it->second->dtype != t.dtype || it->second->shape != t.shape) return k;
+  k.value_histogram = it->second->value_histogram;
+  k.summary = engine::summarize(it->second->levels.back().tiles.front());
+  return k;
 }
 
 }  // namespace
@@ -137,6 +195,10 @@ Command add_quantiles_command(CLI::App& app) {
       ->check(CLI::IsMember({"linear", "inverted_cdf"}));
   sub->add_flag("--mad", opt->mad, "Also the median absolute deviation (four more passes over the data)");
   sub->add_flag("--recompute", opt->recompute, "Compute again even where results are kept beside the index");
+  sub->add_option("--consent", opt->consent,
+                  "Accept a rung of the exactness ladder when exact quantiles exceed the memory or time budget: exact, "
+                  "histogram, sample, or approximate (the cheapest approximate rung)")
+      ->check(CLI::IsMember({"exact", "histogram", "sample", "approximate"}));
   auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.quantiles/1): both methods");
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per tensor and probability")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
@@ -156,6 +218,29 @@ Command add_quantiles_command(CLI::App& app) {
               print_error(cache.status().message());
               return static_cast<int>(kExitUserError);
             }
+            // The index is read only when some tensor meets the ladder (its histogram is a rung).
+            std::unique_ptr<index::CurrentEntries> entries;
+            bool entries_read = false;
+            const auto quantiles_within_budget = [&](const TensorInfo& t, Row& row) -> Result<engine::Quantiles> {
+              auto& scheduler = session->scheduler();
+              TM_ASSIGN_OR_RETURN(engine::QuantilePlan plan,
+                                  engine::plan_quantiles(scheduler, *ckpt, t, options, {}, opt->threads));
+              if (plan.exact_within_budget) {
+                return engine::tensor_quantiles(scheduler, *ckpt, t, options, &records, opt->threads);
+              }
+              if (!entries_read) {
+                entries_read = true;
+                if (auto read = index::read_current_entries(*ckpt); read.ok()) entries = std::move(read).value();
+              }
+              const engine::StoredKnowledge stored = stored_knowledge(entries.get(), t);
+              TM_ASSIGN_OR_RETURN(plan, engine::plan_quantiles(scheduler, *ckpt, t, options, stored, opt->threads));
+              if (const auto rung = engine::consented_rung(plan, opt->consent)) {
+                return engine::quantiles_by_rung(scheduler, *ckpt, t, options, stored, rung->id, &records, opt->threads);
+              }
+              if (!opt->consent.empty()) plan.reason += "; the rung consented to ('" + opt->consent + "') is not on offer";
+              row.needs_consent = std::move(plan);
+              return engine::Quantiles{};
+            };
             std::vector<Row> rows;
             for_each_tensor_with_progress("quantiles", *tensors, [&](const TensorInfo& t) {
               Row row;
@@ -168,10 +253,12 @@ Command add_quantiles_command(CLI::App& app) {
                   return;
                 }
               }
-              auto q = engine::tensor_quantiles(session->scheduler(), *ckpt, t, options, &records, opt->threads);
+              auto q = quantiles_within_budget(t, row);
               if (q.ok()) {
-                row.q = std::move(q).value();
-                cache->put(t.name, key, engine::quantiles_json(row.q, t.dtype));
+                if (!row.needs_consent) {
+                  row.q = std::move(q).value();
+                  if (row.q.rung == engine::kRungExact) cache->put(t.name, key, engine::quantiles_json(row.q, t.dtype));
+                }
               } else {
                 row.error = q.status().message();
               }
@@ -184,6 +271,7 @@ Command add_quantiles_command(CLI::App& app) {
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.quantiles/1"}, {"path", ckpt->path().string()},
                                           {"probabilities", opt->probabilities}};
+              j["needs_consent"] = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.needs_consent.has_value(); });
               j["tensors"] = nlohmann::ordered_json::array();
               for (const auto& r : rows) j["tensors"].push_back(row_json(r));
               if (opt->compute.explain) j["placements"] = placements_json(records);
@@ -196,12 +284,15 @@ Command add_quantiles_command(CLI::App& app) {
               if (opt->compute.explain) print_placements(std::cout, records);
             }
             note_unmet_preferences(records);
-            size_t failed = 0;
+            print_ladders(rows);
+            size_t failed = 0, waiting = 0;
             std::string first;
             for (const auto& r : rows) {
               if (!r.error.empty() && failed++ == 0) first = quoted_name(r.tensor->name, 80) + ": " + r.error;
+              waiting += r.needs_consent.has_value();
             }
-            return exit_after_failures(*ckpt, rows.size(), failed, first);
+            const int code = exit_after_failures(*ckpt, rows.size(), failed, first);
+            return code == kExitOk && waiting > 0 ? static_cast<int>(kExitNeedsConsent) : code;
           }};
 }
 

@@ -133,6 +133,23 @@ struct Scheduler::Candidate {
   TM_CostEstimate estimate{};
 };
 
+/// Among eligible candidates, the cheapest of those `prefer=` names, else the cheapest of all;
+/// ties keep backend order. `by_preference` says whether a preference decided.
+template <typename Candidate>
+const Candidate& choose(const std::vector<Candidate>& eligible, const Constraints& constraints, bool* by_preference) {
+  const Candidate* best = nullptr;
+  bool preferred_best = false;
+  for (const auto& c : eligible) {
+    const bool preferred = named_in(c.backend->name(), constraints.prefer);
+    if (best == nullptr || (preferred && !preferred_best) || (preferred == preferred_best && c.total_ns < best->total_ns)) {
+      best = &c;
+      preferred_best = preferred;
+    }
+  }
+  if (by_preference != nullptr) *by_preference = preferred_best;
+  return *best;
+}
+
 Scheduler::Scheduler(const OpRegistry& registry, std::span<const std::unique_ptr<Backend>> backends,
                      SchedulerOptions options)
     : registry_(registry),
@@ -149,6 +166,16 @@ void Scheduler::set_constraints(Constraints constraints) {
 void Scheduler::set_memory_budget(uint64_t bytes) {
   std::lock_guard lock(options_mutex_);
   options_.memory_budget_bytes = bytes;
+}
+
+void Scheduler::set_time_budget(double ns) {
+  std::lock_guard lock(options_mutex_);
+  options_.time_budget_ns = ns;
+}
+
+double Scheduler::time_budget_ns() const {
+  std::lock_guard lock(options_mutex_);
+  return options_.time_budget_ns;
 }
 
 void Scheduler::set_device_cache_budget(uint64_t bytes) { residency_.set_budget(bytes); }
@@ -345,6 +372,24 @@ std::vector<LadderOffer> Scheduler::ladder_for(const OpRequest& request, std::ve
   return ladder;
 }
 
+Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
+  if (registry_.find(request.op) == nullptr) return Status::InvalidArgument("unknown operation '" + request.op + "'");
+  std::vector<CandidateVerdict> verdicts;
+  auto candidates = evaluate(request, request.op, request.exactness_floor, {}, verdicts);
+  std::erase_if(candidates, [](const Candidate& c) { return c.support.level == TM_SUPPORT_NONE; });
+  PlacementEstimate out;
+  if (candidates.empty()) {
+    out.reason = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
+    for (const auto& v : verdicts) out.reason += "; " + v.backend + ": " + v.verdict;
+    return out;
+  }
+  const Candidate& chosen = choose(candidates, constraints(), nullptr);
+  out.placeable = true;
+  out.backend = chosen.backend->name();
+  out.estimated_ns = chosen.total_ns;
+  return out;
+}
+
 Result<Placement> Scheduler::run(const OpRequest& original) {
   OpRequest request = original;  // data-dependent outputs may grow
   if (registry_.find(request.op) == nullptr) {
@@ -403,13 +448,8 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
 
     // Preferences pick among eligible backends; otherwise the cheapest wins. Ties keep backend order.
     const Constraints constraints = this->constraints();
-    std::vector<Candidate> preferred;
-    for (const auto& c : exact) {
-      if (named_in(c.backend->name(), constraints.prefer)) preferred.push_back(c);
-    }
-    const auto& pool = preferred.empty() ? exact : preferred;
-    const Candidate& chosen = *std::min_element(
-        pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.total_ns < b.total_ns; });
+    bool by_preference = false;
+    const Candidate& chosen = choose(exact, constraints, &by_preference);
 
     uint64_t bytes_moved = 0;
     std::vector<uint64_t> output_needs;
@@ -458,7 +498,7 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
     } else if (!failed.empty()) {
       record.reason = PlacementReason::kFallback;
       record.reason_detail = fallback_note;
-    } else if (!preferred.empty()) {
+    } else if (by_preference) {
       record.reason = PlacementReason::kPreferred;
       record.reason_detail = "by constraint " + constraints.to_string();
     } else {

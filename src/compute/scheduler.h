@@ -76,10 +76,21 @@ struct Placement {
   std::vector<LadderOffer> ladder;   ///< when not executed: the rungs on offer
 };
 
+/// What placing a request would cost now, without running it.
+struct PlacementEstimate {
+  bool placeable = false;   ///< some backend computes it exactly within the constraints and budgets
+  std::string backend;      ///< the backend run() would choose
+  double estimated_ns = 0;  ///< its modelled time: compute (calibrated) and transfers
+  std::string reason;       ///< when not placeable: why, with every backend's verdict
+};
+
 /// Scheduler settings.
 struct SchedulerOptions {
   Constraints constraints;
   uint64_t memory_budget_bytes = 0;  ///< cap on one operation's working memory (0: unlimited)
+  /// Cap on the modelled time of one analysis of one tensor (0: unlimited). The scheduler places
+  /// single operations; analyses made of many compare their estimate with it before they start.
+  double time_budget_ns = 0;
   uint64_t device_cache_bytes = 1ull << 30;
   bool calibrate = true;  ///< learn from measured times (off in tests that pin costs)
   std::filesystem::path startup_costs_file;  ///< where device start-up times are kept (empty: the user's cache)
@@ -95,12 +106,20 @@ class Scheduler {
   /// Places and executes `request`; output bytes are written in place.
   Result<Placement> run(const OpRequest& original);
 
+  /// Where `request` would run exactly and at what modelled cost; nothing runs and nothing is
+  /// recorded (a device the placement rule would open for it is opened).
+  Result<PlacementEstimate> estimate(const OpRequest& request);
+
   /// Replaces the user's constraints (takes effect for the next run()).
   void set_constraints(Constraints constraints);
   /// The constraints in force.
   Constraints constraints() const;
   /// Replaces the cap on one operation's working memory (0: unlimited), from the next run().
   void set_memory_budget(uint64_t bytes);
+  /// Replaces the cap on one analysis's modelled time (0: unlimited).
+  void set_time_budget(double ns);
+  /// The cap on one analysis's modelled time (0: unlimited).
+  double time_budget_ns() const;
   /// Replaces each backend's device-cache budget, evicting cached copies now to fit it.
   void set_device_cache_budget(uint64_t bytes);
   /// Recent placement records.

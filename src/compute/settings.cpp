@@ -1,5 +1,6 @@
 #include "compute/settings.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,33 @@ Result<uint64_t> parse_bytes(const std::string& text) {
   else return Status::InvalidArgument("'" + text + "': unknown size unit '" + unit + "' (use K, M, G, T)");
   if (value < 0) return Status::InvalidArgument("'" + text + "': size must not be negative");
   return static_cast<uint64_t>(value * scale);
+}
+
+Result<double> parse_seconds(const std::string& text) {
+  if (text == "off") return 0.0;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return Status::InvalidArgument("'" + text + "' is not a time (e.g. 30s, 500ms, 2m, off)");
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit == "" || unit == "s") scale = 1;
+  else if (unit == "ms") scale = 1e-3;
+  else if (unit == "m" || unit == "min") scale = 60;
+  else if (unit == "h") scale = 3600;
+  else return Status::InvalidArgument("'" + text + "': unknown time unit '" + unit + "' (use ms, s, m, h)");
+  if (!(value >= 0) || !std::isfinite(value)) return Status::InvalidArgument("'" + text + "': a time must be 0 or more");
+  return value * scale;
+}
+
+std::string seconds_text(double seconds) {
+  if (seconds <= 0) return "off";
+  std::ostringstream out;
+  out << seconds << "s";
+  return out.str();
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -73,6 +101,10 @@ Result<Settings> load_settings(const fs::path& path) {
       s.constraints.never = c.value("never", std::vector<std::string>{});
       s.constraints.only = c.value("only", std::vector<std::string>{});
       s.memory_budget_bytes = c.value("memory_budget_bytes", uint64_t{0});
+      s.time_budget_seconds = c.value("time_budget_seconds", 0.0);
+      if (!(s.time_budget_seconds >= 0) || !std::isfinite(s.time_budget_seconds)) {
+        return Status::FormatError(path.string() + ": compute.time_budget_seconds must be 0 or more");
+      }
       s.device_cache_bytes = c.value("device_cache_bytes", s.device_cache_bytes);
     }
     if (j.contains("plugins")) s.plugin_path = j["plugins"].value("path", std::vector<std::string>{});
@@ -89,6 +121,7 @@ Status save_settings(const fs::path& path, const Settings& s) {
                   {"never", s.constraints.never},
                   {"only", s.constraints.only},
                   {"memory_budget_bytes", s.memory_budget_bytes},
+                  {"time_budget_seconds", s.time_budget_seconds},
                   {"device_cache_bytes", s.device_cache_bytes}};
   j["plugins"] = {{"path", s.plugin_path}};
   std::error_code ec;
@@ -102,6 +135,7 @@ Status save_settings(const fs::path& path, const Settings& s) {
 Result<std::string> get_setting(const Settings& s, const std::string& key) {
   if (key == "compute") return s.constraints.to_string();
   if (key == "compute.memory_budget") return std::to_string(s.memory_budget_bytes);
+  if (key == "compute.time_budget") return seconds_text(s.time_budget_seconds);
   if (key == "compute.device_cache") return std::to_string(s.device_cache_bytes);
   if (key == "plugins.path") {
     std::string joined;
@@ -109,7 +143,8 @@ Result<std::string> get_setting(const Settings& s, const std::string& key) {
     return joined;
   }
   return Status::InvalidArgument("unknown setting '" + key +
-                                 "' (known: compute, compute.memory_budget, compute.device_cache, plugins.path)");
+                                 "' (known: compute, compute.memory_budget, compute.time_budget, compute.device_cache, "
+                                 "plugins.path)");
 }
 
 Status set_setting(Settings& s, const std::string& key, const std::string& value) {
@@ -119,6 +154,10 @@ Status set_setting(Settings& s, const std::string& key, const std::string& value
   }
   if (key == "compute.memory_budget") {
     TM_ASSIGN_OR_RETURN(s.memory_budget_bytes, parse_bytes(value));
+    return Status::Ok();
+  }
+  if (key == "compute.time_budget") {
+    TM_ASSIGN_OR_RETURN(s.time_budget_seconds, parse_seconds(value));
     return Status::Ok();
   }
   if (key == "compute.device_cache") {

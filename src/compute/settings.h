@@ -15,6 +15,7 @@ namespace tensormorph::compute {
 struct Settings {
   Constraints constraints;                ///< "compute" in the file
   uint64_t memory_budget_bytes = 0;       ///< 0: unlimited
+  double time_budget_seconds = 0;         ///< modelled time one analysis of one tensor may take (0: unlimited)
   uint64_t device_cache_bytes = 1ull << 30;
   std::vector<std::string> plugin_path;   ///< extra plugin directories
 };
@@ -29,10 +30,12 @@ Result<Settings> load_settings(const std::filesystem::path& path);
 /// Writes the settings file atomically (temporary file + rename), creating its directory.
 Status save_settings(const std::filesystem::path& path, const Settings& settings);
 
-/// Reads one key ("compute", "compute.memory_budget", "compute.device_cache", "plugins.path") as text.
+/// Reads one key ("compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache",
+/// "plugins.path") as text.
 Result<std::string> get_setting(const Settings& settings, const std::string& key);
 
-/// Sets one key from text (same keys as get_setting).
+/// Sets one key from text (same keys as get_setting; a time is seconds or a number with ms, s, m, h; 0 or
+/// "off" is unlimited).
 Status set_setting(Settings& settings, const std::string& key, const std::string& value);
 
 }  // namespace tensormorph::compute

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -234,6 +235,39 @@ Result<Quantiles> quantiles_of(const RadixPass& pass, DType dtype, const Quantil
   return out;
 }
 
+Quantiles quantiles_from_estimates(uint64_t finite, const std::function<RankEstimate(uint64_t rank)>& at_rank,
+                                   const QuantileOptions& options) {
+  Quantiles out;
+  out.finite = finite;
+  if (finite == 0) return out;
+  std::map<uint64_t, double> estimate, lower, upper;
+  const auto need = [&](double q) {
+    std::vector<uint64_t> ranks = {inverted_cdf_rank(finite, q)};
+    add_linear_ranks(finite, q, ranks);
+    for (const uint64_t r : ranks) {
+      if (estimate.count(r)) continue;
+      const RankEstimate e = at_rank(r);
+      estimate[r] = e.estimate;
+      lower[r] = e.lower;
+      upper[r] = e.upper;
+    }
+  };
+  for (const double q : options.probabilities) {
+    need(q);
+    const uint64_t r = inverted_cdf_rank(finite, q);
+    const double lo = std::min(lower.at(r), linear_quantile(finite, q, lower));
+    const double hi = std::max(upper.at(r), linear_quantile(finite, q, upper));
+    out.values.push_back({q, estimate.at(r), linear_quantile(finite, q, estimate), std::array<double, 2>{lo, hi}});
+  }
+  need(0.5);
+  out.median = linear_quantile(finite, 0.5, estimate);
+  for (size_t i = 0; i < kRobustRangeProbabilities.size(); ++i) {
+    need(kRobustRangeProbabilities[i]);
+    out.robust_range[i] = linear_quantile(finite, kRobustRangeProbabilities[i], estimate);
+  }
+  return out;
+}
+
 nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype) {
   nlohmann::ordered_json j = {{"finite", q.finite}, {"nan", q.nan}, {"pos_inf", q.pos_inf}, {"neg_inf", q.neg_inf}};
   // Float32 cannot hold every value of these types: they are ranked rounded (a monotone map, so
@@ -242,6 +276,7 @@ nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype) {
   nlohmann::ordered_json values = nlohmann::ordered_json::array();
   for (const auto& v : q.values) {
     values.push_back({{"probability", v.probability}, {"inverted_cdf", v.inverted_cdf}, {"linear", v.linear}});
+    if (v.interval) values.back()["interval"] = {(*v.interval)[0], (*v.interval)[1]};
   }
   j["quantiles"] = values;
   if (q.finite > 0) {
@@ -250,6 +285,9 @@ nlohmann::ordered_json quantiles_json(const Quantiles& q, DType dtype) {
   }
   if (q.median_absolute_deviation) j["median_absolute_deviation"] = *q.median_absolute_deviation;
   j["passes"] = q.passes;
+  j["exactness"] = q.rung == "exact" ? "exact" : "approximate";
+  j["rung"] = q.rung;
+  if (!q.error_bound.empty()) j["error_bound"] = q.error_bound;
   return j;
 }
 
@@ -269,6 +307,13 @@ Result<Quantiles> quantiles_from_json(const nlohmann::json& j) {
     }
     if (j.contains("median_absolute_deviation")) q.median_absolute_deviation = j["median_absolute_deviation"].get<double>();
     q.passes = j.at("passes").get<uint32_t>();
+    q.rung = j.value("rung", std::string("exact"));
+    q.error_bound = j.value("error_bound", std::string());
+    size_t i = 0;
+    for (const auto& v : j.at("quantiles")) {
+      if (v.contains("interval")) q.values[i].interval = std::array<double, 2>{v["interval"].at(0).get<double>(), v["interval"].at(1).get<double>()};
+      ++i;
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("not a stored quantile result: ") + e.what());
   }
@@ -285,39 +330,110 @@ std::string quantiles_cache_key(const QuantileOptions& options) {
   return key + (options.median_absolute_deviation ? " mad=1" : " mad=0");
 }
 
+namespace {
+
+/// A tensor's rows in the bands of decode_rows, so that a device keeps what one pass uploaded for
+/// the next: the requests of one radix pass, band by band.
+class RadixBands {
+ public:
+  static Result<RadixBands> open(const Checkpoint& checkpoint, const TensorInfo& tensor) {
+    RadixBands b(checkpoint, tensor);
+    b.m_ = as_matrix(tensor);
+    TM_ASSIGN_OR_RETURN(b.data_, matrix_rows(checkpoint, tensor, 0, b.m_.rows));
+    TM_ASSIGN_OR_RETURN(b.row_bytes_, dtype_storage_bytes(tensor.dtype, b.m_.cols));
+    b.band_rows_ = std::max<uint64_t>(1, (256ull << 20) / std::max<uint64_t>(b.row_bytes_, 1));
+    return b;
+  }
+  uint64_t bands() const { return (m_.rows + band_rows_ - 1) / band_rows_; }
+  /// The request counting band `band` under `params` into `counts` and `classes`.
+  compute::OpRequest request(uint64_t band, const ops::RadixParams& params, std::span<const uint64_t> prefixes,
+                             std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes,
+                             uint32_t max_threads) const {
+    const uint64_t r0 = band * band_rows_;
+    const uint64_t rows = std::min(band_rows_, m_.rows - r0);
+    const bool keyed = data_.owned.empty();
+    compute::OpRequest req;
+    req.op = TM_OP_RADIX_HISTOGRAM;
+    req.inputs.push_back({to_abi_dtype(tensor_->dtype), {rows * m_.cols}, data_.bytes.subspan(r0 * row_bytes_, rows * row_bytes_),
+                          keyed ? residency_key(*checkpoint_, *tensor_, band) : 0});
+    req.inputs.push_back({TM_DTYPE_U64, {prefixes.size()}, std::as_bytes(prefixes), 0});
+    req.outputs.push_back({TM_DTYPE_U64, {counts.size()}, std::as_writable_bytes(counts)});
+    req.outputs.push_back({TM_DTYPE_U64, {ops::kRadixClasses}, std::as_writable_bytes(std::span<uint64_t>(classes))});
+    req.attributes = {{TM_ATTR_KEY, static_cast<int64_t>(params.key), 0},
+                      {TM_ATTR_SHIFT, params.shift, 0},
+                      {TM_ATTR_BITS, params.bits, 0},
+                      {TM_ATTR_CENTER, 0, params.center}};
+    req.max_threads = max_threads;
+    return req;
+  }
+
+ private:
+  RadixBands(const Checkpoint& checkpoint, const TensorInfo& tensor) : checkpoint_(&checkpoint), tensor_(&tensor) {}
+  const Checkpoint* checkpoint_;
+  const TensorInfo* tensor_;
+  MatrixShape m_;
+  MatrixRows data_;
+  uint64_t row_bytes_ = 0, band_rows_ = 1;
+};
+
+std::string where_of(const Checkpoint& checkpoint, const TensorInfo& tensor) {
+  return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name);
+}
+
+}  // namespace
+
+uint32_t exact_quantile_passes(DType dtype, const QuantileOptions& options) {
+  const uint32_t value_passes = decoded_zero_low_bits(dtype) >= kDigitBits ? 1 : 2;
+  return value_passes + (options.median_absolute_deviation ? 4 : 0);
+}
+
+Result<compute::PlacementEstimate> estimate_exact_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                                            const TensorInfo& tensor, const QuantileOptions& options,
+                                                            uint32_t max_threads) {
+  if (!dtype_decodable(tensor.dtype)) {
+    return Status::Unsupported(where_of(checkpoint, tensor) + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
+  }
+  TM_ASSIGN_OR_RETURN(const RadixBands bands, RadixBands::open(checkpoint, tensor));
+  // A first pass counts the top digit alone; the others count one digit under each wanted prefix.
+  ops::RadixParams first;
+  first.shift = 16;
+  ops::RadixParams narrowing = first;
+  narrowing.shift = 0;
+  const std::vector<uint64_t> one_prefix = {0};
+  std::vector<uint64_t> counts(uint64_t{1} << kDigitBits);
+  std::array<uint64_t, ops::kRadixClasses> classes{};
+  compute::PlacementEstimate total;
+  total.placeable = true;
+  const uint32_t passes = exact_quantile_passes(tensor.dtype, options);
+  for (uint64_t band = 0; band < bands.bands(); ++band) {
+    for (const bool opening : {true, false}) {
+      const auto req = opening ? bands.request(band, first, {}, counts, classes, max_threads)
+                               : bands.request(band, narrowing, one_prefix, counts, classes, max_threads);
+      TM_ASSIGN_OR_RETURN(const compute::PlacementEstimate one, scheduler.estimate(req));
+      if (!one.placeable) return one;
+      total.backend = one.backend;
+      total.estimated_ns += one.estimated_ns * (opening ? 1 : passes - 1);
+    }
+  }
+  return total;
+}
+
 Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                    const QuantileOptions& options, Records* records, uint32_t max_threads) {
-  const auto where = [&] { return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name); };
+  const auto where = [&] { return where_of(checkpoint, tensor); };
   if (!dtype_decodable(tensor.dtype)) {
     return Status::Unsupported(where() + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
   }
-  const MatrixShape m = as_matrix(tensor);
-  TM_ASSIGN_OR_RETURN(auto data, matrix_rows(checkpoint, tensor, 0, m.rows));
-  TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
-  // The bands of decode_rows, so that a device keeps what one pass uploaded for the next.
-  const uint64_t band_rows = std::max<uint64_t>(1, (256ull << 20) / std::max<uint64_t>(row_bytes, 1));
-  const bool keyed = data.owned.empty();
+  TM_ASSIGN_OR_RETURN(const RadixBands bands, RadixBands::open(checkpoint, tensor));
   const RadixPass pass = [&](const ops::RadixParams& params, std::span<const uint64_t> prefixes,
                              std::span<uint64_t> counts, std::span<uint64_t, ops::kRadixClasses> classes) -> Status {
     std::fill(counts.begin(), counts.end(), uint64_t{0});
     std::fill(classes.begin(), classes.end(), uint64_t{0});
     std::vector<uint64_t> band_counts(counts.size());
     std::array<uint64_t, ops::kRadixClasses> band_classes{};
-    for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
-      const uint64_t rows = std::min(band_rows, m.rows - r0);
-      compute::OpRequest req;
-      req.op = TM_OP_RADIX_HISTOGRAM;
-      req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                            keyed ? residency_key(checkpoint, tensor, band) : 0});
-      req.inputs.push_back({TM_DTYPE_U64, {prefixes.size()}, std::as_bytes(prefixes), 0});
-      req.outputs.push_back({TM_DTYPE_U64, {band_counts.size()}, std::as_writable_bytes(std::span(band_counts))});
-      req.outputs.push_back({TM_DTYPE_U64, {ops::kRadixClasses}, std::as_writable_bytes(std::span(band_classes))});
-      req.attributes = {{TM_ATTR_KEY, static_cast<int64_t>(params.key), 0},
-                        {TM_ATTR_SHIFT, params.shift, 0},
-                        {TM_ATTR_BITS, params.bits, 0},
-                        {TM_ATTR_CENTER, 0, params.center}};
-      req.max_threads = max_threads;
-      TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
+    for (uint64_t band = 0; band < bands.bands(); ++band) {
+      TM_ASSIGN_OR_RETURN(auto placement,
+                          scheduler.run(bands.request(band, params, prefixes, band_counts, band_classes, max_threads)));
       if (!placement.executed) return Status::Unimplemented(where() + ": " + placement.needs_consent_reason);
       if (records) records->push_back(std::move(placement.record));
       for (size_t i = 0; i < counts.size(); ++i) counts[i] += band_counts[i];

@@ -53,6 +53,8 @@ struct QuantileValue {
   double probability = 0;
   double inverted_cdf = 0;  ///< the element of rank ceil(q n) (numpy's "inverted_cdf"), as float64
   double linear = 0;        ///< numpy.quantile(float64 values, q), bit for bit (its default "linear")
+  /// Approximate results only: where the true values of both definitions lie, [lower, upper].
+  std::optional<std::array<double, 2>> interval;
 };
 
 /// What tensor_quantiles computes.
@@ -71,7 +73,21 @@ struct Quantiles {
   /// Median of |x - median| in float64 (numpy.quantile(abs(x - median), 0.5)), when asked for.
   std::optional<double> median_absolute_deviation;
   uint32_t passes = 0;  ///< tm.radix_histogram@1 runs over the data
+  std::string rung = "exact";  ///< the ladder rung that computed it: exact, histogram or sample
+  std::string error_bound;     ///< approximate rungs: what the intervals guarantee, in words
 };
+
+/// An order statistic known only within an interval (approximate rungs).
+struct RankEstimate {
+  double estimate = 0;
+  double lower = 0, upper = 0;  ///< the true value lies in [lower, upper]
+};
+
+/// Approximate quantiles of `finite` values whose order statistic of each rank `at_rank` bounds:
+/// both definitions, the median and the robust range interpolate the estimates as the exact ones
+/// interpolate values, and each interval interpolates the bounds (interpolation is monotone).
+Quantiles quantiles_from_estimates(uint64_t finite, const std::function<RankEstimate(uint64_t rank)>& at_rank,
+                                   const QuantileOptions& options);
 
 /// The quantiles of the elements a RadixPass sees, whose dtype is `dtype`. INVALID_ARGUMENT for a
 /// probability outside [0, 1] or not a number.
@@ -90,6 +106,15 @@ std::string quantiles_cache_key(const QuantileOptions& options);
 
 /// The probabilities of the robust range.
 inline constexpr std::array<double, 2> kRobustRangeProbabilities = {0.001, 0.999};
+
+/// Passes over the data exact quantiles of `options` take for `dtype` (at most).
+uint32_t exact_quantile_passes(DType dtype, const QuantileOptions& options);
+
+/// The modelled time of tensor_quantiles (every pass, every band), and where it would run; not
+/// placeable when some band of a pass cannot be placed exactly (its reason says why).
+Result<compute::PlacementEstimate> estimate_exact_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
+                                                            const TensorInfo& tensor, const QuantileOptions& options,
+                                                            uint32_t max_threads = 0);
 
 /// The quantiles of a checkpoint tensor's decoded values, each pass one scheduled
 /// tm.radix_histogram@1 per band of rows (the decode bands, whose residency keys they share).

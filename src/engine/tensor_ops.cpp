@@ -7,6 +7,7 @@
 #include "core/dtype_abi.h"
 #include "core/printable.h"
 #include "engine/matrix_shape.h"
+#include "engine/value_histogram.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::engine {
@@ -22,9 +23,10 @@ Result<ContiguousBytes> contiguous_bytes(const Checkpoint& checkpoint, const Ten
   return matrix_rows(checkpoint, tensor, 0, as_matrix(tensor).rows);
 }
 
-// Runs one request; an operation that needs consent is reported as an error naming the ladder
-// (these callers never pass consent: tile statistics, decoding and histograms are always exact on
-// a backend that follows the contract, unless constraints exclude every such backend).
+}  // namespace
+
+// Callers never pass consent: tile statistics, decoding and histograms are always exact on a
+// backend that follows the contract, unless constraints exclude every such backend.
 Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& request, Records* records) {
   TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(request));
   if (!placement.executed) {
@@ -35,6 +37,8 @@ Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& reques
   if (records) records->push_back(std::move(placement.record));
   return Status::Ok();
 }
+
+namespace {
 
 uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
   uint64_t rows = std::max<uint64_t>(1, kBandBytes / std::max<uint64_t>(row_bytes, 1));
@@ -69,13 +73,42 @@ Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint
                                               "tensor " + quoted_name(tensor.name)});
 }
 
+namespace {
+
+/// Adds the value histogram of `elems` stored values to `histogram` (one tm.radix_histogram@1).
+Status count_value_histogram(compute::Scheduler& scheduler, TM_DType dtype, std::span<const std::byte> bytes,
+                             uint64_t elems, uint64_t residency, uint32_t max_threads, std::vector<uint64_t>& histogram,
+                             Records* records) {
+  const ops::RadixParams params = value_histogram_params();
+  std::vector<uint64_t> counts(kValueHistogramBins);
+  std::array<uint64_t, ops::kRadixClasses> classes{};
+  compute::OpRequest req;
+  req.op = TM_OP_RADIX_HISTOGRAM;
+  req.inputs.push_back({dtype, {elems}, bytes, residency});
+  req.inputs.push_back({TM_DTYPE_U64, {0}, {}, 0});
+  req.outputs.push_back({TM_DTYPE_U64, {counts.size()}, std::as_writable_bytes(std::span(counts))});
+  req.outputs.push_back({TM_DTYPE_U64, {classes.size()}, std::as_writable_bytes(std::span(classes))});
+  req.attributes = {{TM_ATTR_KEY, static_cast<int64_t>(params.key), 0},
+                    {TM_ATTR_SHIFT, params.shift, 0},
+                    {TM_ATTR_BITS, params.bits, 0},
+                    {TM_ATTR_CENTER, 0, 0}};
+  req.max_threads = max_threads;
+  TM_RETURN_IF_ERROR(run_exact(scheduler, req, records));
+  for (size_t i = 0; i < counts.size(); ++i) histogram[i] += counts[i];
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                        const TensorInfo& tensor, uint32_t tile, Records* records,
-                                       uint32_t max_threads, const BandDone& band_done, const BandInput& input) {
+                                       uint32_t max_threads, const BandDone& band_done, const BandInput& input,
+                                       std::vector<uint64_t>* value_histogram) {
   const MatrixShape m = as_matrix(tensor);
   PyramidLevel level;
   level.grid = ops::tile_grid({0, m.rows, 0, m.cols}, tile);
   level.tiles.assign(level.grid.count(), ops::empty_tile_stats());
+  if (value_histogram != nullptr) value_histogram->assign(kValueHistogramBins, 0);
   if (tensor.elements() == 0) return level;
   if (!dtype_decodable(tensor.dtype)) {
     return Status::Unsupported(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) + ": " +
@@ -96,6 +129,11 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     req.attributes = {{TM_ATTR_ROW_BEGIN, 0, 0}, {TM_ATTR_ROW_END, static_cast<int64_t>(rows), 0}, {TM_ATTR_COL_BEGIN, 0, 0},
                       {TM_ATTR_COL_END, static_cast<int64_t>(m.cols), 0}, {TM_ATTR_TILE, tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
+    if (value_histogram != nullptr) {
+      TM_RETURN_IF_ERROR(count_value_histogram(scheduler, to_abi_dtype(tensor.dtype), bytes, rows * m.cols, residency,
+                                               max_threads, *value_histogram, records)
+                             .with_context("tensor " + quoted_name(tensor.name)));
+    }
     if (band_done) band_done(rows * row_bytes);
     return Status::Ok();
   };

@@ -35,6 +35,9 @@ struct MatrixRows {
 Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
                                uint64_t row_end);
 
+/// Runs one request that must be exact; "needs consent" is an UNIMPLEMENTED error naming the rungs.
+Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& request, Records* records);
+
 /// Called after each band of tile statistics with the stored bytes it covered.
 using BandDone = std::function<void(uint64_t bytes)>;
 
@@ -55,11 +58,12 @@ struct BandInput {
 
 /// Tile statistics of a whole tensor seen as a matrix (see as_matrix), level 0 of its pyramid.
 /// Large tensors are processed in bands of rows, one scheduled operation per band, their bytes read
-/// by the host (BandReader: the mapping when cached, reads kept in flight otherwise).
+/// by the host (BandReader: the mapping when cached, reads kept in flight otherwise). With
+/// `value_histogram`, each band also counts the value histogram (value_histogram.h) into it.
 Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                        const TensorInfo& tensor, uint32_t tile, Records* records = nullptr,
                                        uint32_t max_threads = 0, const BandDone& band_done = {},
-                                       const BandInput& input = {});
+                                       const BandInput& input = {}, std::vector<uint64_t>* value_histogram = nullptr);
 
 /// The tensor's values decoded to float32 (row-major), through tm.decode@1.
 Result<std::vector<float>> decode_tensor(compute::Scheduler& scheduler, const Checkpoint& checkpoint,

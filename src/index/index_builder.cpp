@@ -54,7 +54,8 @@ const TensorPyramid* reusable(const std::unordered_map<std::string_view, const T
   if (it == old_by_name.end()) return nullptr;
   const TensorPyramid& p = *it->second;
   const bool current = p.dtype == t.dtype && p.shape == t.shape && p.file < old.files.size() && old.files[p.file] == now;
-  return current ? &p : nullptr;
+  // An entry of an index written before value histograms were kept is counted again, once.
+  return current && !p.value_histogram.empty() ? &p : nullptr;
 }
 
 bool same_bits(const TM_TileStats& a, const TM_TileStats& b) {
@@ -201,6 +202,7 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
     progress.current = t.name;
     engine::Records records;
     const uint64_t before = progress.bytes_done;
+    std::vector<uint64_t> value_histogram;
     auto level0 = engine::tensor_tile_stats(scheduler, checkpoint, t, options.tile, &records, options.threads,
                                          [&](uint64_t bytes) {
                                            progress.bytes_done += bytes;
@@ -208,7 +210,8 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
                                            if (options.progress) options.progress(progress);
                                          },
                                          extent_of[i] == kNoExtent ? engine::BandInput{}
-                                                                   : engine::BandInput{reader.get(), extent_of[i]});
+                                                                   : engine::BandInput{reader.get(), extent_of[i]},
+                                         &value_histogram);
     progress.bytes_done = before + t.nbytes;
     progress.tensors_done++;
     for (const auto& r : records) report.ops_per_backend[r.backend]++;
@@ -219,10 +222,14 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
       continue;
     }
     const engine::MatrixShape m = engine::as_matrix(t);
-    now.tensors.push_back({t.name, t.dtype, t.shape, m.rows, m.cols, t.file, engine::build_pyramid(std::move(level0).value())});
+    now.tensors.push_back({t.name, t.dtype, t.shape, m.rows, m.cols, t.file, engine::build_pyramid(std::move(level0).value()),
+                           std::move(value_histogram)});
     if (to_verify[i] != nullptr) {
       report.tensors_verified++;
-      if (!same_pyramid(to_verify[i]->levels, now.tensors.back().levels)) report.verify_mismatches.push_back(t.name);
+      if (!same_pyramid(to_verify[i]->levels, now.tensors.back().levels) ||
+          to_verify[i]->value_histogram != now.tensors.back().value_histogram) {
+        report.verify_mismatches.push_back(t.name);
+      }
     }
     report.tensors_indexed++;
     report.bytes_indexed += t.nbytes;
@@ -239,6 +246,28 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
   if (options.progress) options.progress(progress);
   if (out) *out = std::move(now);
   return report;
+}
+
+Result<std::unique_ptr<CurrentEntries>> read_current_entries(const Checkpoint& checkpoint, const fs::path& location) {
+  auto entries = std::make_unique<CurrentEntries>();
+  const fs::path path = location.empty() ? default_index_path(checkpoint) : location;
+  auto contents = read_index(path);
+  if (!contents.ok()) return entries;
+  entries->contents = std::move(contents).value();
+  std::error_code ec;
+  const fs::path index_dir = fs::absolute(path, ec).parent_path();
+  std::vector<FileIdentity> now;
+  for (uint32_t file = 0; file < checkpoint.files().size(); ++file) {
+    TM_ASSIGN_OR_RETURN(const auto map, checkpoint.mapped(file));
+    TM_ASSIGN_OR_RETURN(FileIdentity id, identify_file(*map, index_dir));
+    now.push_back(std::move(id));
+  }
+  for (const TensorPyramid& p : entries->contents.tensors) {
+    const bool current = p.file < entries->contents.files.size() && p.file < now.size() &&
+                         entries->contents.files[p.file] == now[p.file];
+    if (current) entries->by_name.emplace(p.name, &p);
+  }
+  return entries;
 }
 
 }  // namespace tensormorph::index

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,16 @@ std::filesystem::path default_index_path(const Checkpoint& checkpoint);
 /// returned, and `not_kept` says why nothing was saved.
 Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                  const IndexOptions& options, IndexContents* out);
+
+/// The entries of a checkpoint's index that are current (their source file's identity unchanged).
+struct CurrentEntries {
+  IndexContents contents;
+  std::map<std::string, const TensorPyramid*, std::less<>> by_name;  ///< into contents
+};
+
+/// Reads the index at `location` (default_index_path when empty) without building anything: only
+/// current entries are listed; no index, or a damaged one, gives none.
+Result<std::unique_ptr<CurrentEntries>> read_current_entries(const Checkpoint& checkpoint,
+                                                             const std::filesystem::path& location = {});
 
 }  // namespace tensormorph::index

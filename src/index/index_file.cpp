@@ -9,6 +9,7 @@
 #include "core/printable.h"
 #include "formats/safetensors/safetensors.h"
 #include "engine/matrix_shape.h"
+#include "engine/value_histogram.h"
 
 namespace tensormorph::index {
 namespace {
@@ -16,6 +17,23 @@ namespace {
 constexpr const char* kMetadataKey = "tensormorph.index";
 
 std::string level_name(const std::string& tensor, size_t level) { return tensor + "/L" + std::to_string(level); }
+std::string histogram_name(const std::string& tensor) { return tensor + "/H"; }
+
+// The non-empty bins of `histogram` as (bin, count) pairs, in `out`.
+std::span<const std::byte> pack_histogram(const std::vector<uint64_t>& histogram, std::vector<uint64_t>& out) {
+  out.clear();
+  for (uint64_t bin = 0; bin < histogram.size(); ++bin) {
+    if (histogram[bin] != 0) {
+      out.push_back(bin);
+      out.push_back(histogram[bin]);
+    }
+  }
+  return std::as_bytes(std::span(out));
+}
+
+uint64_t non_empty_bins(const std::vector<uint64_t>& histogram) {
+  return static_cast<uint64_t>(std::count_if(histogram.begin(), histogram.end(), [](uint64_t c) { return c != 0; }));
+}
 
 // The stored fields of `level`'s tiles, in `out` (reused from level to level).
 std::span<const std::byte> pack(const engine::PyramidLevel& level, std::vector<double>& out) {
@@ -67,6 +85,38 @@ std::vector<ops::TileGrid> expected_grids(uint64_t rows, uint64_t cols, uint32_t
   return grids;
 }
 
+// Reads "T/H" into p.value_histogram: bins strictly increasing and in range, counts adding up to
+// the finite values the pyramid's top tile counts.
+template <typename File, typename Damaged>
+Status read_histogram(const File& file, uint64_t bins, TensorPyramid& p, const Damaged& damaged) {
+  const TensorInfo* stored = file.find(histogram_name(p.name));
+  if (stored == nullptr || stored->dtype != DType::kU64 || stored->shape != std::vector<uint64_t>{bins, 2} ||
+      bins > engine::kValueHistogramBins) {
+    return damaged("its value histogram is missing or malformed");
+  }
+  TM_ASSIGN_OR_RETURN(auto bytes, file.tensor_bytes(*stored));
+  std::vector<uint64_t> pairs(bins * 2);
+  if (bytes.size() != pairs.size() * sizeof(uint64_t)) return damaged("its value histogram is truncated");
+  if (!pairs.empty()) std::memcpy(pairs.data(), bytes.data(), bytes.size());
+  p.value_histogram.assign(engine::kValueHistogramBins, 0);
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < bins; ++i) {
+    const uint64_t bin = pairs[2 * i], count = pairs[2 * i + 1];
+    if (bin >= engine::kValueHistogramBins || (i > 0 && bin <= pairs[2 * i - 2]) || count == 0 ||
+        __builtin_add_overflow(total, count, &total)) {
+      return damaged("value histogram entry " + std::to_string(i) + " is impossible");
+    }
+    p.value_histogram[bin] = count;
+  }
+  const TM_TileStats& top = p.levels.back().tiles.front();
+  const uint64_t non_finite = top.nan + top.pos_inf + top.neg_inf;
+  if (non_finite > top.count || total != top.count - non_finite) {
+    return damaged("its value histogram counts " + std::to_string(total) + " finite values where the pyramid counts " +
+                   std::to_string(top.count - std::min(top.count, non_finite)));
+  }
+  return Status::Ok();
+}
+
 bool valid_tile(uint32_t tile) { return tile >= ops::kMinTile && tile <= ops::kMaxTile && (tile & (tile - 1)) == 0; }
 
 }  // namespace
@@ -89,6 +139,7 @@ Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<c
   // Levels are packed one at a time into one buffer as the writer reaches them: packing them all
   // first doubled the memory written (and, fresh, page-faulted) for an index of many small tiles.
   std::vector<double> packed;
+  std::vector<uint64_t> packed_bins;
   std::vector<safetensors::TensorToWrite> tensors;
   for (const TensorPyramid& t : pyramids) {
     meta["tensors"].push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
@@ -97,6 +148,12 @@ Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<c
       const engine::PyramidLevel& level = t.levels[k];
       tensors.push_back({level_name(t.name, k), DType::kF64, {level.grid.rows, level.grid.cols, kFieldsPerTile}, {},
                          [&packed, &level] { return pack(level, packed); }});
+    }
+    if (t.value_histogram.size() == engine::kValueHistogramBins) {
+      const uint64_t bins = non_empty_bins(t.value_histogram);
+      meta["tensors"].back()["histogram_bins"] = bins;
+      tensors.push_back({histogram_name(t.name), DType::kU64, {bins, 2}, {},
+                         [&packed_bins, &t] { return pack_histogram(t.value_histogram, packed_bins); }});
     }
   }
   std::string text;
@@ -181,6 +238,7 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
         }
         p.levels.push_back(std::move(level));
       }
+      if (t.contains("histogram_bins")) TM_RETURN_IF_ERROR(read_histogram(*file, t.at("histogram_bins").get<uint64_t>(), p, damaged));
       contents.tensors.push_back(std::move(p));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -4,7 +4,10 @@
 // [tile_rows, tile_cols, 10], the last axis holding count, nan, pos_inf, neg_inf, zeros, sum,
 // sum_sq, min, max, absmax. `__metadata__` holds "tensormorph.index" = a JSON document with the
 // format version, the tile size, the identity of every source file and, per tensor, its dtype,
-// shape, matrix shape and source file. Any safetensors reader can open it.
+// shape, matrix shape and source file. A tensor's value histogram (engine/value_histogram.h), when
+// it was counted, is "T/H" of dtype U64 and shape [bins, 2]: the non-empty bins as (bin, count)
+// in increasing bin order; its metadata then names the number of non-empty bins. Any safetensors
+// reader can open it.
 #pragma once
 
 #include <filesystem>
@@ -31,6 +34,9 @@ struct TensorPyramid {
   uint64_t rows = 0, cols = 0;      ///< the matrix view (engine::as_matrix)
   uint32_t file = 0;                ///< index into IndexContents::files
   std::vector<engine::PyramidLevel> levels;  ///< level 0 (tiles) first, up to one tile
+  /// Finite values per bin of the value histogram (kValueHistogramBins counts); empty when the
+  /// index holds none for the tensor.
+  std::vector<uint64_t> value_histogram;
 };
 
 /// Everything an index file holds.

@@ -9,6 +9,7 @@
 #include "core/dtype_abi.h"
 #include "engine/matrix_shape.h"
 #include "engine/outliers.h"
+#include "engine/quantile_ladder.h"
 #include "engine/quantiles.h"
 #include "index/analysis_cache.h"
 #include "engine/tensor_ops.h"
@@ -255,11 +256,37 @@ void ApiContext::register_routes(httplib::Server& http) {
       }
     }
     engine::Records records;
-    auto q = engine::tensor_quantiles(scheduler(), ckpt, *target->tensor, options, &records);
+    // Exact within the budgets, or the rung the caller consented to, or the ladder (409).
+    const TensorInfo& tensor = *target->tensor;
+    const std::string consent = param(req, "consent").value_or("");
+    engine::StoredKnowledge stored;
+    const auto contents = catalog_->index_of(target->checkpoint);
+    if (const index::TensorPyramid* p = contents ? catalog_->indexed(target->checkpoint, *contents, tensor.name) : nullptr) {
+      stored.value_histogram = p->value_histogram;
+      stored.summary = engine::summarize(p->levels.back().tiles.front());
+    }
+    auto plan = engine::plan_quantiles(scheduler(), ckpt, tensor, options, stored);
+    if (!plan.ok()) return reply_error(res, plan.status());
+    std::string rung = engine::kRungExact;
+    if (!plan->exact_within_budget) {
+      const auto chosen = engine::consented_rung(*plan, consent);
+      if (!chosen) {
+        json answer = engine::quantile_plan_json(*plan);
+        for (auto& r : answer["ladder"]) r["backend"] = r["runs_on"];
+        answer["op"] = "quantiles";
+        answer["tensor"] = tensor.name;
+        note_consent_request(answer);
+        answer["error"] = "needs consent";
+        answer["needs_consent"] = true;
+        return reply_json(res, answer, 409);
+      }
+      rung = chosen->id;
+    }
+    auto q = engine::quantiles_by_rung(scheduler(), ckpt, tensor, options, stored, rung, &records);
     if (!q.ok()) return reply_error(res, q.status());
-    json j = engine::quantiles_json(*q, target->tensor->dtype);
-    if (cache.ok()) {
-      cache->put(target->tensor->name, key, engine::quantiles_json(*q, target->tensor->dtype));
+    json j = engine::quantiles_json(*q, tensor.dtype);
+    if (cache.ok() && q->rung == engine::kRungExact) {
+      cache->put(tensor.name, key, engine::quantiles_json(*q, tensor.dtype));
       (void)cache->save();  // not kept: computed again next time
     }
     j["source"] = "computed";

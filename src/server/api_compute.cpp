@@ -37,7 +37,7 @@ Result<bool> persist_flag(const json& body) {
 }
 
 // The keys the viewer may change; they apply to the running server at once.
-constexpr const char* kRunningKeys[] = {"compute", "compute.memory_budget", "compute.device_cache"};
+constexpr const char* kRunningKeys[] = {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache"};
 
 }  // namespace
 
@@ -106,7 +106,7 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
     auto settings = compute::load_settings(compute::settings_path());
     if (!settings.ok()) return reply_error(res, settings.status());
     json values = json::object(), running = json::object();
-    for (const char* key : {"compute", "compute.memory_budget", "compute.device_cache", "plugins.path"}) {
+    for (const char* key : {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache", "plugins.path"}) {
       auto v = compute::get_setting(*settings, key);
       values[key] = v.ok() ? *v : "";
     }
@@ -136,7 +136,7 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
                                 {"code", "FORBIDDEN"}}, 403);
       }
       return reply_error(res, Status::InvalidArgument("unknown setting '" + key.substr(0, 80) + "'; the viewer sets compute, "
-                                                      "compute.memory_budget and compute.device_cache"));
+                                                      "compute.memory_budget, compute.time_budget and compute.device_cache"));
     }
     std::lock_guard lock(settings_mutex_);
     compute::Settings next = running_;
@@ -153,6 +153,8 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
       scheduler().set_constraints(next.constraints);
     } else if (key == "compute.memory_budget") {
       scheduler().set_memory_budget(next.memory_budget_bytes);
+    } else if (key == "compute.time_budget") {
+      scheduler().set_time_budget(next.time_budget_seconds * 1e9);
     } else {
       scheduler().set_device_cache_budget(next.device_cache_bytes);
     }

@@ -20,6 +20,7 @@ async function api(path, options) {
   return body;
 }
 const q = (params) => new URLSearchParams(params).toString();
+const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const fmt = (v) => (v === null || v === undefined ? '—' : typeof v === 'number' ? Number(v.toPrecision(6)).toString() : String(v));
 
 // ---- tensor browser --------------------------------------------------------------------------
@@ -233,16 +234,34 @@ async function loadStats(recompute) {
 // ---- distribution: exact quantiles and a zoomable histogram ------------------------------------
 const percent = (p) => `${Number((p * 100).toPrecision(6))}%`;
 
-async function loadDistribution(t) {
+// Exact when within the budgets; otherwise the server answers 409 with the ladder, which the
+// consent dialog offers (it calls this again with the rung chosen).
+async function loadDistribution(t, consent) {
   state.quantiles = null;
-  const d = await api('/api/quantiles?' + q({ ckpt: state.ckpt, tensor: t.name }));
+  const params = { ckpt: state.ckpt, tensor: t.name };
+  if (consent) params.consent = consent;
+  const res = await fetch('/api/quantiles?' + q(params));
+  const d = await res.json();
   if (t !== state.tensor) return;
+  if (res.status === 409 && d.needs_consent) {
+    $('quantiles').tBodies[0].innerHTML = '<tr><td colspan="2" class="needs-consent">exact quantiles need consent: ' +
+      `${escapeHtml(d.reason)}</td></tr>`;
+    $('quantiles-note').textContent = '';
+    showConsent(d);
+    const [lo, hi] = defaultRange();
+    await drawHistogram(t, lo, hi);
+    return;
+  }
+  if (!res.ok) throw new Error(d.error || res.statusText);
   state.quantiles = d;
   if (window.__tm) window.__tm.quantiles = { tensor: t.name, ...d };
-  const rows = d.quantiles.map((v) => [percent(v.probability), v.linear]);
+  const approximate = d.exactness === 'approximate';
+  const rows = d.quantiles.map((v) => [percent(v.probability), v.linear, v.interval]);
   if (d.median_absolute_deviation !== undefined) rows.push(['MAD', d.median_absolute_deviation]);
   $('quantiles').tBodies[0].innerHTML = d.finite === 0 ? '<tr><td colspan="2">no finite values</td></tr>'
-    : rows.map(([k, v]) => `<tr data-p="${k}"><th>${k}</th><td>${fmt(v)}</td></tr>`).join('');
+    : rows.map(([k, v, iv]) => `<tr data-p="${k}"${iv ? ` title="within [${fmt(iv[0])}, ${fmt(iv[1])}]"` : ''}><th>${k}</th>` +
+      `<td>${approximate ? '~' : ''}${fmt(v)}</td></tr>`).join('');
+  $('quantiles-note').textContent = approximate ? `approximate (${d.rung}, consented): ${d.error_bound}` : '';
   const [lo, hi] = d.finite > 0 ? d.robust_range : [-1, 1];
   await drawHistogram(t, lo, hi);
 }
@@ -453,11 +472,23 @@ async function saveAsDefault() {
   }
 }
 
+// A rung chosen for quantiles reloads the distribution with it; one for a render, the tiles.
 function showConsent(request) {
   if ($('consent').open) return;
   $('consent-reason').textContent = `${request.op} on ${request.tensor}: ${request.reason}`;
-  $('consent-rungs').innerHTML = request.ladder.map((r) => `<li><button data-rung="${r.id}">use ${r.id} on ${r.backend}</button> — ${r.computes}; ${r.error_bound}; about ${fmt(r.estimated_ms)} ms</li>`).join('');
-  $('consent-rungs').querySelectorAll('button').forEach((b) => { b.onclick = () => { state.consent = b.dataset.rung; $('consent').close(); reloadTiles(); }; });
+  $('consent-rungs').innerHTML = request.ladder.map((r) => `<li><button data-rung="${escapeHtml(r.id)}">use ${escapeHtml(r.id)} on ${escapeHtml(r.backend)}</button> — ` +
+    `${escapeHtml(r.computes)}; ${escapeHtml(r.error_bound)}; about ${fmt(r.estimated_ms)} ms</li>`).join('');
+  $('consent-rungs').querySelectorAll('button').forEach((b) => {
+    b.onclick = () => {
+      $('consent').close();
+      if (request.op === 'quantiles') {
+        if (state.tensor && state.tensor.name === request.tensor) loadDistribution(state.tensor, b.dataset.rung);
+      } else {
+        state.consent = b.dataset.rung;
+        reloadTiles();
+      }
+    };
+  });
   $('consent').showModal();
 }
 
