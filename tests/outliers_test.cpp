@@ -213,5 +213,63 @@ TEST(OutliersCommand, FlagsChannelsByMagnitudeAndByNorm) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+TEST(OutliersCommand, ResultsAreKeptBesideTheIndexUntilTheFileChanges) {
+  TempDir dir;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0, 0.02f);
+  std::vector<float> w(96 * 130), v(777);
+  for (auto& x : w) x = normal(rng);
+  for (auto& x : v) x = normal(rng);
+  w[7 * 130 + 9] = 8.0f;
+  const auto file = dir / "m.safetensors";
+  const safetensors::TensorToWrite tensors[] = {{"w", DType::kF32, {96, 130}, std::as_bytes(std::span(w))},
+                                                {"v", DType::kF32, {777}, std::as_bytes(std::span(v))}};
+  ASSERT_TRUE(safetensors::write_file(file, tensors, {}).ok());
+  const std::vector<std::string> outliers = {"outliers", file.string(), "-k", "4", "--json", "--explain"};
+  const std::vector<std::string> channels = {"channels", file.string(), "--axis", "cols", "--json", "--explain"};
+  const auto first = run_cli(outliers), first_channels = run_cli(channels);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(first_channels.exit_code, 0) << first_channels.err;
+  EXPECT_TRUE(std::filesystem::exists(file.string() + ".tmindex.channels"));
+  EXPECT_TRUE(std::filesystem::exists(file.string() + ".tmindex.analyses.json"));
+  const auto second = run_cli(outliers), second_channels = run_cli(channels);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto a = nlohmann::json::parse(first.out), b = nlohmann::json::parse(second.out);
+  const auto ac = nlohmann::json::parse(first_channels.out), bc = nlohmann::json::parse(second_channels.out);
+  EXPECT_FALSE(a["placements"].empty());
+  EXPECT_TRUE(b["placements"].empty()) << "asking twice reads nothing: " << b["placements"].dump();
+  EXPECT_TRUE(bc["placements"].empty()) << bc["placements"].dump();
+  ASSERT_EQ(a["tensors"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a["tensors"][i]["top_k"], b["tensors"][i]["top_k"]);
+    EXPECT_EQ(a["tensors"][i]["outlier_channels"], b["tensors"][i]["outlier_channels"]);
+    EXPECT_EQ(ac["tensors"][i]["channels"], bc["tensors"][i]["channels"]);
+  }
+  EXPECT_EQ(b["tensors"][0]["top_k"][0]["value"], 8.0);
+  // Another k is another question; --recompute reads again.
+  auto other_k = run_cli({"outliers", file.string(), "-k", "5", "--json", "--explain"});
+  EXPECT_FALSE(nlohmann::json::parse(other_k.out)["placements"].empty());
+  auto again = run_cli({"channels", file.string(), "--json", "--explain", "--recompute"});
+  EXPECT_FALSE(nlohmann::json::parse(again.out)["placements"].empty());
+  // Another file under the same name: nothing kept for the old one is used.
+  w[7 * 130 + 9] = -3.0f;
+  w[50 * 130 + 1] = 11.0f;
+  const safetensors::TensorToWrite changed[] = {{"w", DType::kF32, {96, 130}, std::as_bytes(std::span(w))},
+                                                {"v", DType::kF32, {777}, std::as_bytes(std::span(v))}};
+  ASSERT_TRUE(safetensors::write_file(file, changed, {}).ok());
+  const auto fresh = nlohmann::json::parse(run_cli(outliers).out);
+  EXPECT_FALSE(fresh["placements"].empty());
+  EXPECT_EQ(fresh["tensors"][0]["top_k"][0]["value"], 11.0);
+  EXPECT_EQ(fresh["tensors"][0]["top_k"][0]["row"], 50);
+  const auto fresh_channels = nlohmann::json::parse(run_cli(channels).out);
+  EXPECT_EQ(fresh_channels["tensors"][0]["channels"][1]["absmax"], 11.0);
+  // A damaged store reads as none, and is replaced.
+  std::filesystem::resize_file(file.string() + ".tmindex.channels", 100);
+  const auto repaired = run_cli(channels);
+  ASSERT_EQ(repaired.exit_code, 0) << repaired.err;
+  EXPECT_EQ(nlohmann::json::parse(repaired.out)["tensors"][0]["channels"], fresh_channels["tensors"][0]["channels"]);
+  EXPECT_TRUE(nlohmann::json::parse(run_cli(channels).out)["placements"].empty());
+}
+
 }  // namespace
 }  // namespace tensormorph

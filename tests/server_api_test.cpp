@@ -109,7 +109,14 @@ TEST_F(ServerApi, AnalysesAnswerCountThePlantedNonFiniteValuesAndKeepQuantiles) 
   const json o = get_json("/api/outliers?ckpt=0&tensor=" + t + "&k=5");
   ASSERT_EQ(o["top_k"].size(), 5u);
   EXPECT_GE(std::fabs(o["top_k"][0]["value"].get<double>()), std::fabs(o["top_k"][4]["value"].get<double>()));
+  EXPECT_EQ(o["source"], "computed");
+  const json o2 = get_json("/api/outliers?ckpt=0&tensor=" + t + "&k=5");
+  EXPECT_EQ(o2["source"], "stored");
+  EXPECT_TRUE(o2["records"].empty());
+  EXPECT_EQ(o2["top_k"], o["top_k"]);
+  EXPECT_EQ(o2["outlier_channels"], o["outlier_channels"]);
   const json c = get_json("/api/channels?ckpt=0&tensor=" + t + "&stat=l2");
+  EXPECT_EQ(c["source"], "stored");  // the outliers' question counted them
   auto ckpt = open_checkpoint(dir_->path() / "demo");
   ASSERT_TRUE(ckpt.ok());
   const engine::MatrixShape m = engine::as_matrix(*(*ckpt)->find(t));

@@ -9,6 +9,7 @@
 #include "core/printable.h"
 #include "engine/matrix_shape.h"
 #include "engine/outliers.h"
+#include "index/channel_store.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -21,6 +22,7 @@ struct Options {
   size_t limit = 10;
   bool json = false;
   bool csv = false;
+  bool recompute = false;
   uint32_t threads = 0;
   ComputeOptions compute;
 };
@@ -105,6 +107,7 @@ Command add_channels_command(CLI::App& app) {
   sub->add_option("--sort", opt->sort, "Table order: absmax, l2, nonfinite (largest first) or index")
       ->check(CLI::IsMember({"absmax", "l2", "nonfinite", "index"}));
   sub->add_option("--limit", opt->limit, "Channels per tensor in the table (default 10; JSON and CSV hold all)");
+  sub->add_flag("--recompute", opt->recompute, "Compute again even where results are kept beside the index");
   auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.channels/1): every channel");
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per channel")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
@@ -116,12 +119,18 @@ Command add_channels_command(CLI::App& app) {
             if (!tensors) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
+            auto store = index::ChannelStore::open(*ckpt);
+            if (!store.ok()) {
+              print_error(store.status().message());
+              return static_cast<int>(kExitUserError);
+            }
             engine::Records records;
             std::vector<Row> rows;
             for_each_tensor_with_progress("channels", *tensors, [&](const TensorInfo& t) {
               Row row;
               row.tensor = &t;
-              auto stats = engine::tensor_channel_stats(session->scheduler(), *ckpt, t, &records, opt->threads);
+              auto stats = index::kept_channel_stats(*store, opt->recompute, session->scheduler(), *ckpt, t, &records,
+                                                     opt->threads, nullptr);
               if (stats.ok()) {
                 row.channels = opt->axis == "rows" ? std::move(stats->rows) : std::move(stats->cols);
               } else {
@@ -129,6 +138,7 @@ Command add_channels_command(CLI::App& app) {
               }
               rows.push_back(std::move(row));
             });
+            warn_unkept(store->save());
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.channels/1"}, {"path", ckpt->path().string()},
                                           {"axis", opt->axis}};

@@ -117,4 +117,8 @@ int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed,
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);
 
+/// Warns on stderr when results could not be kept beside the index (`kept` is the save's status):
+/// nothing is lost, they are computed again next time.
+void warn_unkept(const Status& kept);
+
 }  // namespace tensormorph::cli

@@ -54,6 +54,12 @@ int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed,
 
 void print_error(const std::string& message) { std::cerr << "tensormorph: error: " << message << "\n"; }
 
+void warn_unkept(const Status& kept) {
+  if (kept.ok()) return;
+  std::cerr << "tensormorph: warning: the results could not be kept (" << kept.message()
+            << "): they will be computed again next time\n";
+}
+
 std::unique_ptr<Checkpoint> open_or_report(const std::string& path) {
   auto opened = open_checkpoint(path);
   if (!opened.ok()) {

@@ -7,6 +7,8 @@
 #include "core/printable.h"
 #include "engine/matrix_shape.h"
 #include "engine/outliers.h"
+#include "index/analysis_cache.h"
+#include "index/channel_store.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -18,6 +20,7 @@ struct Options {
   engine::OutlierRule rule;
   bool json = false;
   bool csv = false;
+  bool recompute = false;
   uint32_t threads = 0;
   ComputeOptions compute;
 };
@@ -28,18 +31,6 @@ struct Row {
   std::vector<engine::ExtremeValue> extremes;
   std::vector<engine::OutlierChannel> channels;
 };
-
-nlohmann::ordered_json channels_json(const std::vector<engine::OutlierChannel>& channels) {
-  nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (const auto& c : channels) {
-    nlohmann::ordered_json why = nlohmann::ordered_json::array();
-    if (c.by_magnitude) why.push_back("magnitude");
-    if (c.by_norm) why.push_back("norm");
-    a.push_back({{"axis", c.is_row ? "row" : "col"}, {"index", c.index}, {"absmax", c.absmax}, {"l2", c.l2},
-                 {"robust_z", c.z}, {"why", why}});
-  }
-  return a;
-}
 
 void print_table(const std::vector<Row>& rows, uint64_t k) {
   for (const auto& r : rows) {
@@ -99,6 +90,7 @@ Command add_outliers_command(CLI::App& app) {
                   "A channel holding |x| at least this is an outlier (default 6, LLM.int8's outlier features)");
   sub->add_option("--robust-z", opt->rule.robust_z,
                   "A channel whose L2 norm's modified z-score is at least this is an outlier (default 3.5)");
+  sub->add_flag("--recompute", opt->recompute, "Compute again even where results are kept beside the index");
   sub->add_option("-k,--top", opt->k, "How many values per tensor (default 10)")->check(CLI::Range(uint64_t{1}, uint64_t{TM_TOP_K_MAX}));
   auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.outliers/1)");
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per value")->excludes(json);
@@ -111,19 +103,31 @@ Command add_outliers_command(CLI::App& app) {
             if (!tensors) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
+            auto cache = index::AnalysisCache::open(*ckpt);
+            if (!cache.ok()) {
+              print_error(cache.status().message());
+              return static_cast<int>(kExitUserError);
+            }
+            auto store = index::ChannelStore::open(*ckpt);
+            if (!store.ok()) {
+              print_error(store.status().message());
+              return static_cast<int>(kExitUserError);
+            }
             engine::Records records;
             std::vector<Row> rows;
             for_each_tensor_with_progress("outliers", *tensors, [&](const TensorInfo& t) {
               Row row;
               row.tensor = &t;
-              auto top = engine::tensor_top_k(session->scheduler(), *ckpt, t, opt->k, &records, opt->threads);
+              auto top = index::kept_top_k(*cache, opt->recompute, session->scheduler(), *ckpt, t, opt->k, &records,
+                                           opt->threads, nullptr);
               if (top.ok()) {
                 row.extremes = std::move(top).value();
               } else {
                 row.error = top.status().message();
               }
               if (row.error.empty()) {
-                auto stats = engine::tensor_channel_stats(session->scheduler(), *ckpt, t, &records, opt->threads);
+                auto stats = index::kept_channel_stats(*store, opt->recompute, session->scheduler(), *ckpt, t, &records,
+                                                       opt->threads, nullptr);
                 if (stats.ok()) {
                   row.channels = engine::outlier_channels(*stats, opt->rule);
                 } else {
@@ -132,6 +136,8 @@ Command add_outliers_command(CLI::App& app) {
               }
               rows.push_back(std::move(row));
             });
+            warn_unkept(cache->save());
+            warn_unkept(store->save());
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.outliers/1"}, {"path", ckpt->path().string()}, {"k", opt->k},
                                           {"rule", {{"magnitude", opt->rule.magnitude}, {"robust_z", opt->rule.robust_z}}}};
@@ -142,7 +148,7 @@ Command add_outliers_command(CLI::App& app) {
                                             {"shape", r.tensor->shape}, {"rows", m.rows}, {"cols", m.cols}};
                 if (r.error.empty()) {
                   t["top_k"] = engine::extremes_json(r.extremes);
-                  t["outlier_channels"] = channels_json(r.channels);
+                  t["outlier_channels"] = engine::outlier_channels_json(r.channels);
                 } else {
                   t["error"] = r.error;
                 }

@@ -148,13 +148,14 @@ void print_csv(const std::vector<Row>& rows) {
 
 /// The rungs on offer for the tensors that need consent, on stderr: what each computes, its bound,
 /// its estimated cost, and how to accept one.
-void print_ladders(const std::vector<Row>& rows) {
+void print_ladders(const std::vector<Row>& rows, const std::string& consent) {
   constexpr size_t kShown = 5;
   size_t waiting = 0;
   for (const auto& r : rows) {
     if (!r.needs_consent) continue;
     if (waiting++ >= kShown) continue;
     std::cerr << "tensormorph: needs consent: " << printable(r.needs_consent->reason, 400) << "\n";
+    if (!consent.empty()) std::cerr << "  the rung consented to ('" << consent << "') is not on offer for this tensor\n";
     if (r.needs_consent->ladder.empty()) std::cerr << "  no rung can run within the constraints\n";
     for (const auto& rung : r.needs_consent->ladder) {
       char cost[32];
@@ -165,8 +166,8 @@ void print_ladders(const std::vector<Row>& rows) {
   }
   if (waiting > kShown) std::cerr << "tensormorph: ... and " << waiting - kShown << " more tensors need consent\n";
   if (waiting > 0) {
-    std::cerr << "tensormorph: run again with --consent RUNG to accept one (exact, histogram, sample; approximate: "
-                 "the cheapest approximate rung on offer)\n";
+    std::cerr << "tensormorph: run again with --consent RUNG to accept a rung listed (approximate: the cheapest "
+                 "approximate one)\n";
   }
 }
 
@@ -237,7 +238,6 @@ Command add_quantiles_command(CLI::App& app) {
               if (const auto rung = engine::consented_rung(plan, opt->consent)) {
                 return engine::quantiles_by_rung(scheduler, *ckpt, t, options, stored, rung->id, &records, opt->threads);
               }
-              if (!opt->consent.empty()) plan.reason += "; the rung consented to ('" + opt->consent + "') is not on offer";
               row.needs_consent = std::move(plan);
               return engine::Quantiles{};
             };
@@ -264,10 +264,7 @@ Command add_quantiles_command(CLI::App& app) {
               }
               rows.push_back(std::move(row));
             });
-            if (Status kept = cache->save(); !kept.ok()) {
-              std::cerr << "tensormorph: warning: the results could not be kept (" << kept.message()
-                        << "): they will be computed again next time\n";
-            }
+            warn_unkept(cache->save());
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.quantiles/1"}, {"path", ckpt->path().string()},
                                           {"probabilities", opt->probabilities}};
@@ -284,7 +281,7 @@ Command add_quantiles_command(CLI::App& app) {
               if (opt->compute.explain) print_placements(std::cout, records);
             }
             note_unmet_preferences(records);
-            print_ladders(rows);
+            print_ladders(rows, opt->consent);
             size_t failed = 0, waiting = 0;
             std::string first;
             for (const auto& r : rows) {

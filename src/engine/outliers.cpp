@@ -68,6 +68,21 @@ nlohmann::ordered_json extremes_json(const std::vector<ExtremeValue>& extremes) 
   return a;
 }
 
+std::optional<std::vector<ExtremeValue>> extremes_from_json(const nlohmann::json& j) {
+  if (!j.is_array()) return std::nullopt;
+  std::vector<ExtremeValue> extremes;
+  for (const auto& e : j) {
+    if (!e.is_object() || !e.contains("index") || !e["index"].is_number_unsigned() || !e.contains("row") ||
+        !e["row"].is_number_unsigned() || !e.contains("col") || !e["col"].is_number_unsigned() ||
+        !e.contains("value") || !e["value"].is_number()) {
+      return std::nullopt;
+    }
+    extremes.push_back({e["index"].get<uint64_t>(), e["row"].get<uint64_t>(), e["col"].get<uint64_t>(),
+                        static_cast<float>(e["value"].get<double>())});
+  }
+  return extremes;
+}
+
 Result<ChannelStats> tensor_channel_stats(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                           const TensorInfo& tensor, Records* records, uint32_t max_threads) {
   const auto where = [&] { return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name); };
@@ -135,6 +150,18 @@ std::vector<OutlierChannel> outlier_channels(const ChannelStats& stats, const Ou
   flag(stats.rows, true, rule, out);
   flag(stats.cols, false, rule, out);
   return out;
+}
+
+nlohmann::ordered_json outlier_channels_json(const std::vector<OutlierChannel>& channels) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& c : channels) {
+    nlohmann::ordered_json why = nlohmann::ordered_json::array();
+    if (c.by_magnitude) why.push_back("magnitude");
+    if (c.by_norm) why.push_back("norm");
+    a.push_back({{"axis", c.is_row ? "row" : "col"}, {"index", c.index}, {"absmax", c.absmax}, {"l2", c.l2},
+                 {"robust_z", c.z}, {"why", why}});
+  }
+  return a;
 }
 
 }  // namespace tensormorph::engine

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ Result<std::vector<ExtremeValue>> tensor_top_k(compute::Scheduler& scheduler, co
 
 /// A top-k list as JSON: [{index, row, col, value}].
 nlohmann::ordered_json extremes_json(const std::vector<ExtremeValue>& extremes);
+
+/// A top-k list back from extremes_json; nullopt when `j` is not one.
+std::optional<std::vector<ExtremeValue>> extremes_from_json(const nlohmann::json& j);
 
 /// Statistics of every row and every column of a tensor's matrix view.
 struct ChannelStats {
@@ -67,5 +71,8 @@ struct OutlierChannel {
 
 /// The rows and columns that meet either rule, rows first, each axis by index.
 std::vector<OutlierChannel> outlier_channels(const ChannelStats& stats, const OutlierRule& rule);
+
+/// Flagged channels as JSON: [{axis, index, absmax, l2, robust_z, why: ["magnitude", "norm"]}].
+nlohmann::ordered_json outlier_channels_json(const std::vector<OutlierChannel>& channels);
 
 }  // namespace tensormorph::engine

@@ -10,9 +10,6 @@ namespace {
 
 constexpr int kVersion = 1;
 
-nlohmann::json identity_json(const FileIdentity& f) {
-  return {{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"header_xxh64", f.header_hash}};
-}
 
 }  // namespace
 
@@ -21,19 +18,12 @@ Result<AnalysisCache> AnalysisCache::open(const Checkpoint& checkpoint, const st
   const std::filesystem::path index = index_path.empty() ? default_index_path(checkpoint) : index_path;
   cache.path_ = index;
   cache.path_ += ".analyses.json";
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::absolute(index, ec).parent_path();
-  for (uint32_t file = 0; file < checkpoint.files().size(); ++file) {
-    TM_ASSIGN_OR_RETURN(const auto map, checkpoint.mapped(file));
-    TM_ASSIGN_OR_RETURN(FileIdentity id, identify_file(*map, dir));
-    cache.files_.push_back(std::move(id));
-  }
+  TM_ASSIGN_OR_RETURN(cache.files_, identify_checkpoint_files(checkpoint, index));
   std::ifstream in(cache.path_);
   if (!in) return cache;
   const nlohmann::json stored = nlohmann::json::parse(in, nullptr, false);
   if (stored.is_discarded() || !stored.is_object() || stored.value("version", 0) != kVersion) return cache;
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : cache.files_) files.push_back(identity_json(f));
+  const nlohmann::json files = identities_json(cache.files_);
   // Results of other file contents are stale: none of them is used, and the next save drops them.
   if (!stored.contains("files") || stored["files"] != files || !stored.contains("results") ||
       !stored["results"].is_object()) {
@@ -58,8 +48,7 @@ void AnalysisCache::put(const std::string& tensor, const std::string& key, nlohm
 
 Status AnalysisCache::save() {
   if (!changed_) return Status::Ok();
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : files_) files.push_back(identity_json(f));
+  const nlohmann::json files = identities_json(files_);
   std::string text;
   try {
     text = nlohmann::json{{"version", kVersion}, {"files", files}, {"results", results_}}.dump();
@@ -71,6 +60,24 @@ Status AnalysisCache::save() {
   TM_RETURN_IF_ERROR(write_file_atomically(path_, std::as_bytes(std::span(text))));
   changed_ = false;
   return Status::Ok();
+}
+
+Result<std::vector<engine::ExtremeValue>> kept_top_k(AnalysisCache& cache, bool recompute, compute::Scheduler& scheduler,
+                                                     const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t k,
+                                                     engine::Records* records, uint32_t max_threads, bool* was_stored) {
+  const std::string key = "top_k/1 k=" + std::to_string(k);
+  if (!recompute) {
+    if (auto kept = cache.find(tensor.name, key)) {
+      if (auto extremes = engine::extremes_from_json(*kept)) {
+        if (was_stored != nullptr) *was_stored = true;
+        return std::move(*extremes);
+      }
+    }
+  }
+  if (was_stored != nullptr) *was_stored = false;
+  TM_ASSIGN_OR_RETURN(auto extremes, engine::tensor_top_k(scheduler, checkpoint, tensor, k, records, max_threads));
+  cache.put(tensor.name, key, engine::extremes_json(extremes));
+  return extremes;
 }
 
 }  // namespace tensormorph::index

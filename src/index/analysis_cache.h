@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/outliers.h"
 #include "index/file_identity.h"
 #include "tensormorph/checkpoint.h"
 
@@ -39,5 +40,11 @@ class AnalysisCache {
   nlohmann::json results_ = nlohmann::json::object();  // tensor -> key -> result
   bool changed_ = false;
 };
+
+/// The k elements of largest magnitude of `tensor` (engine::tensor_top_k): from `cache` unless
+/// `recompute`, else computed through the scheduler and put into it. `*was_stored` says which.
+Result<std::vector<engine::ExtremeValue>> kept_top_k(AnalysisCache& cache, bool recompute, compute::Scheduler& scheduler,
+                                                     const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t k,
+                                                     engine::Records* records, uint32_t max_threads, bool* was_stored);
 
 }  // namespace tensormorph::index

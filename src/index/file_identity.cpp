@@ -41,4 +41,25 @@ Result<FileIdentity> identify_file(const MappedFile& file, const std::filesystem
   return id;
 }
 
+Result<std::vector<FileIdentity>> identify_checkpoint_files(const Checkpoint& checkpoint,
+                                                            const std::filesystem::path& index_path) {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(index_path, ec).parent_path();
+  std::vector<FileIdentity> files;
+  for (uint32_t file = 0; file < checkpoint.files().size(); ++file) {
+    TM_ASSIGN_OR_RETURN(const auto map, checkpoint.mapped(file));
+    TM_ASSIGN_OR_RETURN(FileIdentity id, identify_file(*map, dir));
+    files.push_back(std::move(id));
+  }
+  return files;
+}
+
+nlohmann::json identities_json(std::span<const FileIdentity> files) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const FileIdentity& f : files) {
+    a.push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}, {"header_xxh64", f.header_hash}});
+  }
+  return a;
+}
+
 }  // namespace tensormorph::index

@@ -3,8 +3,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "tensormorph/checkpoint.h"
 #include "tensormorph/mapped_file.h"
 #include "tensormorph/status.h"
 
@@ -24,5 +29,13 @@ struct FileIdentity {
 /// The identity of the mapped `file` (size and time from its open descriptor, the hash from its
 /// mapping), recording its path relative to `index_dir` when it lies below it.
 Result<FileIdentity> identify_file(const MappedFile& file, const std::filesystem::path& index_dir);
+
+/// The identities of every file of `checkpoint`, paths relative to the directory of `index_path`,
+/// the index file whose sidecars record them.
+Result<std::vector<FileIdentity>> identify_checkpoint_files(const Checkpoint& checkpoint,
+                                                            const std::filesystem::path& index_path);
+
+/// The identities as the sidecars record them: [{path, size, mtime_ns, header_xxh64}].
+nlohmann::json identities_json(std::span<const FileIdentity> files);
 
 }  // namespace tensormorph::index

@@ -35,42 +35,6 @@ uint64_t non_empty_bins(const std::vector<uint64_t>& histogram) {
   return static_cast<uint64_t>(std::count_if(histogram.begin(), histogram.end(), [](uint64_t c) { return c != 0; }));
 }
 
-// The stored fields of `level`'s tiles, in `out` (reused from level to level).
-std::span<const std::byte> pack(const engine::PyramidLevel& level, std::vector<double>& out) {
-  out.resize(level.tiles.size() * kFieldsPerTile);
-  double* f = out.data();
-  for (const TM_TileStats& t : level.tiles) {
-    const double fields[kFieldsPerTile] = {static_cast<double>(t.count), static_cast<double>(t.nan),
-                                           static_cast<double>(t.pos_inf), static_cast<double>(t.neg_inf),
-                                           static_cast<double>(t.zeros), t.sum, t.sum_sq, t.min, t.max, t.absmax};
-    f = std::copy(std::begin(fields), std::end(fields), f);
-  }
-  return std::as_bytes(std::span(out));
-}
-
-// Counts are stored as doubles; anything but a whole number in [0, 2^53] marks a damaged file
-// (and converting it to an integer would be undefined).
-bool valid_count(double v) { return v >= 0 && v <= 9007199254740992.0 && v == std::floor(v); }
-
-// False when a stored count is impossible.
-bool unpack(const double* f, TM_TileStats* t) {
-  for (size_t i = 0; i < 5; ++i) {
-    if (!valid_count(f[i])) return false;
-  }
-  *t = TM_TileStats{};
-  t->count = static_cast<uint64_t>(f[0]);
-  t->nan = static_cast<uint64_t>(f[1]);
-  t->pos_inf = static_cast<uint64_t>(f[2]);
-  t->neg_inf = static_cast<uint64_t>(f[3]);
-  t->zeros = static_cast<uint64_t>(f[4]);
-  t->sum = f[5];
-  t->sum_sq = f[6];
-  t->min = static_cast<float>(f[7]);
-  t->max = static_cast<float>(f[8]);
-  t->absmax = static_cast<float>(f[9]);
-  return true;
-}
-
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 // The grids a pyramid of a rows x cols matrix has (see build_pyramid): tiles of `tile` at level 0,
@@ -119,7 +83,41 @@ Status read_histogram(const File& file, uint64_t bins, TensorPyramid& p, const D
 
 bool valid_tile(uint32_t tile) { return tile >= ops::kMinTile && tile <= ops::kMaxTile && (tile & (tile - 1)) == 0; }
 
+// Counts are stored as doubles; anything but a whole number in [0, 2^53] marks a damaged file
+// (and converting it to an integer would be undefined).
+bool valid_count(double v) { return v >= 0 && v <= 9007199254740992.0 && v == std::floor(v); }
+
 }  // namespace
+
+std::span<const std::byte> pack_tile_stats(std::span<const TM_TileStats> records, std::vector<double>& out) {
+  out.resize(records.size() * kFieldsPerTile);
+  double* f = out.data();
+  for (const TM_TileStats& t : records) {
+    const double fields[kFieldsPerTile] = {static_cast<double>(t.count), static_cast<double>(t.nan),
+                                           static_cast<double>(t.pos_inf), static_cast<double>(t.neg_inf),
+                                           static_cast<double>(t.zeros), t.sum, t.sum_sq, t.min, t.max, t.absmax};
+    f = std::copy(std::begin(fields), std::end(fields), f);
+  }
+  return std::as_bytes(std::span(out));
+}
+
+bool unpack_tile_stats(const double* f, TM_TileStats* t) {
+  for (size_t i = 0; i < 5; ++i) {
+    if (!valid_count(f[i])) return false;
+  }
+  *t = TM_TileStats{};
+  t->count = static_cast<uint64_t>(f[0]);
+  t->nan = static_cast<uint64_t>(f[1]);
+  t->pos_inf = static_cast<uint64_t>(f[2]);
+  t->neg_inf = static_cast<uint64_t>(f[3]);
+  t->zeros = static_cast<uint64_t>(f[4]);
+  t->sum = f[5];
+  t->sum_sq = f[6];
+  t->min = static_cast<float>(f[7]);
+  t->max = static_cast<float>(f[8]);
+  t->absmax = static_cast<float>(f[9]);
+  return true;
+}
 
 Status write_index(const std::filesystem::path& path, const IndexContents& contents) {
   return write_index(path, contents.tile, contents.files, contents.tensors);
@@ -147,7 +145,7 @@ Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<c
     for (size_t k = 0; k < t.levels.size(); ++k) {
       const engine::PyramidLevel& level = t.levels[k];
       tensors.push_back({level_name(t.name, k), DType::kF64, {level.grid.rows, level.grid.cols, kFieldsPerTile}, {},
-                         [&packed, &level] { return pack(level, packed); }});
+                         [&packed, &level] { return pack_tile_stats(level.tiles, packed); }});
     }
     if (t.value_histogram.size() == engine::kValueHistogramBins) {
       const uint64_t bins = non_empty_bins(t.value_histogram);
@@ -232,7 +230,7 @@ Result<IndexContents> read_index(const std::filesystem::path& path) {
         std::vector<double> fields(level.grid.count() * kFieldsPerTile);
         std::memcpy(fields.data(), bytes.data(), std::min<size_t>(bytes.size(), fields.size() * sizeof(double)));
         for (size_t i = 0; i < level.tiles.size(); ++i) {
-          if (!unpack(&fields[i * kFieldsPerTile], &level.tiles[i])) {
+          if (!unpack_tile_stats(&fields[i * kFieldsPerTile], &level.tiles[i])) {
             return damaged("level " + std::to_string(k) + " tile " + std::to_string(i) + " holds an impossible count");
           }
         }

@@ -52,6 +52,11 @@ Status write_index(const std::filesystem::path& path, const IndexContents& conte
 Status write_index(const std::filesystem::path& path, uint32_t tile, std::span<const FileIdentity> files,
                    std::span<const TensorPyramid> pyramids);
 
+/// The stored F64 fields of `records` (kFieldsPerTile each, in the order above), in `out`.
+std::span<const std::byte> pack_tile_stats(std::span<const TM_TileStats> records, std::vector<double>& out);
+/// One record from its kFieldsPerTile stored fields; false when a stored count is impossible.
+bool unpack_tile_stats(const double* fields, TM_TileStats* record);
+
 /// Reads an index file; a missing file is NOT_FOUND, a damaged or foreign one FORMAT_ERROR.
 Result<IndexContents> read_index(const std::filesystem::path& path);
 

@@ -12,6 +12,7 @@
 #include "engine/quantile_ladder.h"
 #include "engine/quantiles.h"
 #include "index/analysis_cache.h"
+#include "index/channel_store.h"
 #include "engine/tensor_ops.h"
 #include "server/http_util.h"
 
@@ -305,21 +306,26 @@ void ApiContext::register_routes(httplib::Server& http) {
     }
     if (*k == 0) return reply_error(res, Status::InvalidArgument("'k' must be at least 1"));
     const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
+    // Kept beside the index like the command's: a tensor opened again reads nothing. Where they
+    // cannot be kept (no writable location), they are computed every time.
+    auto cache = index::AnalysisCache::open(ckpt);
+    if (!cache.ok()) return reply_error(res, cache.status());
+    auto store = index::ChannelStore::open(ckpt);
+    if (!store.ok()) return reply_error(res, store.status());
     engine::Records records;
-    auto top = engine::tensor_top_k(scheduler(), ckpt, *target->tensor, *k, &records);
+    bool top_stored = false, channels_stored = false;
+    auto top = index::kept_top_k(*cache, false, scheduler(), ckpt, *target->tensor, *k, &records, 0, &top_stored);
     if (!top.ok()) return reply_error(res, top.status());
-    auto channels = engine::tensor_channel_stats(scheduler(), ckpt, *target->tensor, &records);
+    auto channels = index::kept_channel_stats(*store, false, scheduler(), ckpt, *target->tensor, &records, 0,
+                                              &channels_stored);
     if (!channels.ok()) return reply_error(res, channels.status());
-    json flagged = json::array();
-    for (const auto& c : engine::outlier_channels(*channels, {*magnitude, *robust_z})) {
-      json why = json::array();
-      if (c.by_magnitude) why.push_back("magnitude");
-      if (c.by_norm) why.push_back("norm");
-      flagged.push_back({{"axis", c.is_row ? "row" : "col"}, {"index", c.index}, {"absmax", c.absmax}, {"l2", c.l2},
-                         {"robust_z", c.z}, {"why", why}});
-    }
-    reply_json(res, {{"top_k", engine::extremes_json(*top)}, {"outlier_channels", flagged},
-                     {"rule", {{"magnitude", *magnitude}, {"robust_z", *robust_z}}}, {"records", records_json(records)}});
+    (void)cache->save();
+    (void)store->save();
+    const auto flagged = engine::outlier_channels(*channels, {*magnitude, *robust_z});
+    reply_json(res, {{"top_k", engine::extremes_json(*top)}, {"outlier_channels", engine::outlier_channels_json(flagged)},
+                     {"rule", {{"magnitude", *magnitude}, {"robust_z", *robust_z}}},
+                     {"source", top_stored && channels_stored ? "stored" : "computed"},
+                     {"records", records_json(records)}});
   });
 
   http.Get("/api/channels", [this](const httplib::Request& req, httplib::Response& res) {
@@ -327,10 +333,14 @@ void ApiContext::register_routes(httplib::Server& http) {
     if (!target.ok()) return reply_error(res, target.status());
     const std::string stat = param(req, "stat").value_or("absmax");
     if (stat != "absmax" && stat != "l2") return reply_error(res, Status::InvalidArgument("'stat' is absmax or l2"));
+    const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
+    auto store = index::ChannelStore::open(ckpt);
+    if (!store.ok()) return reply_error(res, store.status());
     engine::Records records;
-    auto channels = engine::tensor_channel_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint,
-                                                 *target->tensor, &records);
+    bool stored = false;
+    auto channels = index::kept_channel_stats(*store, false, scheduler(), ckpt, *target->tensor, &records, 0, &stored);
     if (!channels.ok()) return reply_error(res, channels.status());
+    (void)store->save();  // not kept: computed again next time
     auto values = [&](const std::vector<TM_TileStats>& v) {
       std::vector<double> out;
       out.reserve(v.size());
@@ -338,7 +348,7 @@ void ApiContext::register_routes(httplib::Server& http) {
       return out;
     };
     reply_json(res, {{"stat", stat}, {"rows", values(channels->rows)}, {"cols", values(channels->cols)},
-                     {"records", records_json(records)}});
+                     {"source", stored ? "stored" : "computed"}, {"records", records_json(records)}});
   });
 
   http.Get("/api/value", [this](const httplib::Request& req, httplib::Response& res) {

@@ -291,6 +291,38 @@ try {
     check(!!sampled && (await sampled.textContent()).includes('consented'), 'after consent the sampled rung ran and its record says consented');
     await page2.screenshot({ path: path.join(artifacts, '5-after-consent.png') });
   }
+
+  // A time budget exact quantiles exceed: the dialog offers the ladder; the histogram rung answers
+  // from the index, and the table marks its values approximate.
+  const slow = await serve({ compute: { time_budget_seconds: 1e-9 } });
+  const page3 = await browser.newPage({ viewport: { width: 1500, height: 900 } });
+  page3.on('pageerror', (e) => console.log('page error:', e.message));
+  await page3.goto(slow.url);
+  await page3.waitForSelector('.tensor');
+  await page3.fill('#filter', tensor);
+  await page3.click(`.tensor[data-name="${tensor}"]`);
+  await page3.waitForSelector('#consent[open]', { timeout: 20000 }).catch(() => {});
+  check(!!(await page3.$('#consent[open]')), 'the consent dialog appears for quantiles over the time budget');
+  const rungs = await page3.$$eval('#consent-rungs button', (bs) => bs.map((b) => b.dataset.rung));
+  check(rungs.includes('histogram') && rungs.includes('sample') && !rungs.includes('tm.render_tile_sampled@1'),
+    `the dialog offers the quantile ladder (${rungs})`);
+  check((await page3.textContent('#quantiles tbody')).includes('need consent'), 'the table says the exact quantiles need consent');
+  await page3.screenshot({ path: path.join(artifacts, '6-quantile-ladder.png') });
+  if (rungs.includes('histogram')) {
+    await page3.click('#consent-rungs button[data-rung="histogram"]');
+    await page3.waitForFunction((name) => window.__tm.quantiles && window.__tm.quantiles.tensor === name, tensor, { timeout: 20000 }).catch(() => {});
+    const approx = await page3.evaluate(() => window.__tm.quantiles);
+    check(!!approx && approx.rung === 'histogram' && approx.exactness === 'approximate', 'after consent the histogram rung answered');
+    if (approx) {
+      const held = approx.quantiles.every((v) => v.interval && v.interval[0] <= referenceQuantile(values, v.probability) &&
+        referenceQuantile(values, v.probability) <= v.interval[1]);
+      check(held, 'each true quantile lies in the interval the histogram rung gives');
+    }
+    const cells = await page3.$$eval('#quantiles tbody td', (tds) => tds.map((td) => td.textContent));
+    check(cells.length > 0 && cells.every((c) => c.startsWith('~')), 'the table marks every approximate value with ~');
+    check((await page3.textContent('#quantiles-note')).includes('approximate'), 'the note under the table says approximate and why');
+    await page3.screenshot({ path: path.join(artifacts, '7-quantiles-approximate.png') });
+  }
 } catch (e) {
   failed++;
   console.log('FAILED: ' + (e.stack || e));

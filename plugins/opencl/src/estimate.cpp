@@ -116,7 +116,7 @@ TM_CostEstimate estimate_cost(const TM_Backend& backend, const ParsedOp& op) {
       return estimate;
     }
   }
-  return TM_CostEstimate{sizeof(TM_CostEstimate), 0.0, 0, 0};
+  return TM_CostEstimate{sizeof(TM_CostEstimate), 0.0, 0, 0, 0};
 }
 
 }  // namespace tm_opencl

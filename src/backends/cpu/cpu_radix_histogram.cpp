@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -52,25 +53,100 @@ class PrefixTable {
 /// Elements one thread counts into its 32-bit counters before it adds them to its 64-bit totals.
 constexpr uint64_t kFlushElems = (uint64_t{1} << 32) - 2 * kChunkElems;
 
-/// One thread's counts: 32-bit counters (half the cache of 64-bit ones), two interleaved sets
-/// without prefixes (consecutive equal digits would otherwise wait on each other's increments),
-/// added into 64-bit totals before any could overflow.
+/// Interleaved counter sets without prefixes: consecutive equal digits (weights cluster in a few
+/// binades) would otherwise wait on each other's increments. Four while they fit in L2 beside
+/// each other, two for 16-bit digits.
+size_t unprefixed_sets(uint64_t slots) { return slots <= (uint64_t{1} << 13) ? 4 : 2; }
+
+/// One thread's counts: 32-bit counters (half the cache of 64-bit ones), interleaved sets without
+/// prefixes, each with a spare last slot that non-finite elements count into, added into 64-bit
+/// totals before any could overflow.
 struct ThreadCounts {
   std::vector<float> values;
-  std::vector<uint32_t> counts[2];
+  std::vector<uint32_t> digits;
+  std::vector<uint32_t> counts[4];
   std::vector<uint64_t> totals;
   uint64_t pending = 0;  // elements counted since the last flush
   std::array<uint64_t, ops::kRadixClasses> classes{};
   Status status;
 
+  void prepare(uint64_t slots, bool prefixed) {
+    if (!totals.empty()) return;
+    totals.assign(slots, 0);
+    const size_t sets = prefixed ? 1 : unprefixed_sets(slots);
+    for (size_t s = 0; s < sets; ++s) counts[s].assign(slots + 1, 0);
+  }
   void flush() {
     for (auto& c : counts) {
-      for (size_t i = 0; i < c.size(); ++i) totals[i] += c[i];
+      for (size_t i = 0; i < totals.size() && i < c.size(); ++i) totals[i] += c[i];
       std::fill(c.begin(), c.end(), 0u);
     }
     pending = 0;
   }
 };
+
+/// The 32-bit order key of a float's bits, branch-free (value_order_key and magnitude_key).
+template <ops::RadixKey K>
+inline uint32_t key_of_bits(uint32_t bits) {
+  if constexpr (K == ops::RadixKey::kValue) {
+    const uint32_t negative = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31);
+    return bits ^ (negative | 0x80000000u);
+  } else {
+    return bits & 0x7fffffffu;
+  }
+}
+
+/// Counts without prefixes under a 32-bit key: the digits of a chunk in a loop the compiler
+/// vectorizes (non-finite elements to the spare slot, classified apart only when a chunk has
+/// any), then counted round-robin into the interleaved sets.
+template <ops::RadixKey K>
+void count_unprefixed(std::span<const float> values, const ops::RadixParams& params, ThreadCounts& local) {
+  const uint32_t digit_mask = static_cast<uint32_t>((uint64_t{1} << params.bits) - 1);
+  const uint32_t spare = static_cast<uint32_t>(local.totals.size());
+  const uint32_t shift = params.shift;
+  local.digits.resize(values.size());
+  uint32_t* const digits = local.digits.data();
+  const float* const v = values.data();
+  uint32_t non_finite = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    const uint32_t special = (bits & 0x7f800000u) == 0x7f800000u;
+    non_finite += special;
+    const uint32_t digit = (key_of_bits<K>(bits) >> shift) & digit_mask;
+    digits[i] = special ? spare : digit;
+  }
+  if (non_finite > 0) {
+    for (const float x : values) {
+      if (!std::isfinite(x)) ++local.classes[std::isnan(x) ? 1 : x > 0 ? 2 : 3];
+    }
+  }
+  local.classes[0] += values.size() - non_finite;
+  const size_t sets = unprefixed_sets(local.totals.size());
+  size_t i = 0;
+  if (sets == 4) {
+    uint32_t* const c0 = local.counts[0].data();
+    uint32_t* const c1 = local.counts[1].data();
+    uint32_t* const c2 = local.counts[2].data();
+    uint32_t* const c3 = local.counts[3].data();
+    for (; i + 4 <= values.size(); i += 4) {
+      ++c0[digits[i]];
+      ++c1[digits[i + 1]];
+      ++c2[digits[i + 2]];
+      ++c3[digits[i + 3]];
+    }
+  } else {
+    uint32_t* const c0 = local.counts[0].data();
+    uint32_t* const c1 = local.counts[1].data();
+    for (; i + 2 <= values.size(); i += 2) {
+      ++c0[digits[i]];
+      ++c1[digits[i + 1]];
+    }
+  }
+  for (; i < values.size(); ++i) ++local.counts[0][digits[i]];
+  local.pending += values.size();
+  if (local.pending >= kFlushElems) local.flush();
+}
 
 /// Counts `values` into `local` under key `K` (a RadixKey as a template argument, so the key's
 /// branch leaves the inner loop).
@@ -81,6 +157,9 @@ void count_values(std::span<const float> values, const ops::RadixParams& params,
   const uint32_t prefix_shift = params.shift + params.bits;
   uint64_t finite = 0;
   uint32_t* const sets[2] = {local.counts[0].data(), local.counts[table == nullptr ? 1 : 0].data()};
+  if constexpr (K != ops::RadixKey::kDeviation) {
+    if (table == nullptr) return count_unprefixed<K>(values, params, local);
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     const float v = values[i];
     if (!std::isfinite(v)) {
@@ -111,8 +190,8 @@ void count_values(std::span<const float> values, const ops::RadixParams& params,
 }  // namespace
 
 uint64_t radix_histogram_working_bytes(uint64_t slots, bool with_prefixes, uint32_t threads) {
-  const uint64_t per_thread = kChunkElems * sizeof(float) + slots * sizeof(uint64_t) +
-                              (with_prefixes ? 1 : 2) * slots * sizeof(uint32_t);
+  const uint64_t per_thread = kChunkElems * (sizeof(float) + sizeof(uint32_t)) + slots * sizeof(uint64_t) +
+                              (with_prefixes ? 1 : unprefixed_sets(slots)) * (slots + 1) * sizeof(uint32_t);
   return per_thread * threads;
 }
 
@@ -137,11 +216,7 @@ Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& pa
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, chunks), [&](const tbb::blocked_range<uint64_t>& r) {
       ThreadCounts& local = locals.local();
-      if (local.totals.empty()) {
-        local.totals.assign(counts.size(), 0);
-        local.counts[0].assign(counts.size(), 0);
-        if (lookup == nullptr) local.counts[1].assign(counts.size(), 0);
-      }
+      local.prepare(counts.size(), lookup != nullptr);
       for (uint64_t c = r.begin(); c != r.end(); ++c) {
         const uint64_t first = c * chunk_blocks;
         const uint64_t n = std::min(chunk_blocks, blocks - first);
