@@ -6,7 +6,7 @@ import 'uplot/dist/uPlot.min.css';
 import './app.css';
 
 const $ = (id) => document.getElementById(id);
-const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, lastRecord: 0, viewer: null, plot: null,
+const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, consentQueue: [], consentShown: null, lastRecord: 0, viewer: null, plot: null,
   computeEdits: 0, pendingEdits: 0 };
 
 // State-changing requests carry JSON: the server refuses any other content type (a foreign page
@@ -421,7 +421,8 @@ async function pollCompute() {
     `<td>${r.bytes_moved}</td><td>${r.exactness}</td></tr>`);
   $('records').tBodies[0].innerHTML = rows.join('');
   const fresh = c.consent_requests.filter((r) => r.sequence > state.seenConsent);
-  if (fresh.length) { state.seenConsent = fresh[fresh.length - 1].sequence; showConsent(fresh[fresh.length - 1]); }
+  if (fresh.length) state.seenConsent = fresh[fresh.length - 1].sequence;
+  fresh.forEach(showConsent);
 }
 
 async function setConstraints() {
@@ -472,9 +473,19 @@ async function saveAsDefault() {
   }
 }
 
-// A rung chosen for quantiles reloads the distribution with it; one for a render, the tiles.
+// A rung chosen for quantiles reloads the distribution with it; one for a render, the tiles. A
+// request that arrives while the dialog is open waits its turn (once per operation and tensor);
+// one for a tensor no longer shown is dropped.
+const consentKey = (r) => `${r.op}\u0000${r.tensor}`;
 function showConsent(request) {
-  if ($('consent').open) return;
+  if ($('consent').open) {
+    if (state.consentShown !== consentKey(request) && !state.consentQueue.some((r) => consentKey(r) === consentKey(request))) {
+      state.consentQueue.push(request);
+    }
+    return;
+  }
+  if (request.tensor && state.tensor && request.tensor !== state.tensor.name) return showNextConsent();
+  state.consentShown = consentKey(request);
   $('consent-reason').textContent = `${request.op} on ${request.tensor}: ${request.reason}`;
   $('consent-rungs').innerHTML = request.ladder.map((r) => `<li><button data-rung="${escapeHtml(r.id)}">use ${escapeHtml(r.id)} on ${escapeHtml(r.backend)}</button> — ` +
     `${escapeHtml(r.computes)}; ${escapeHtml(r.error_bound)}; about ${fmt(r.estimated_ms)} ms</li>`).join('');
@@ -507,6 +518,11 @@ function robustRange() {
 $('robust').onclick = () => { const [lo, hi] = robustRange(); $('lo').value = lo; $('hi').value = hi; drawColorbar(); reloadTiles(); };
 $('recompute').onclick = () => state.tensor && loadStats(true);
 $('consent-cancel').onclick = () => $('consent').close();
+function showNextConsent() {
+  const next = state.consentQueue.shift();
+  if (next) showConsent(next);
+}
+$('consent').addEventListener('close', () => { state.consentShown = null; setTimeout(showNextConsent, 0); });
 $('budget').onchange = setBudget;
 $('save-default').onclick = saveAsDefault;
 setInterval(() => pollCompute().catch(() => {}), 1500);
