@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -39,7 +41,7 @@ class PairwiseCounter {
     }
     if (levels_.size() <= level) levels_.resize(level + 1);
     levels_[level].swap(leaf);
-    leaf.assign(width_, 0.0);
+    leaf.resize(width_);  // every caller writes the whole next leaf: no need to clear it
     ++count_;
   }
   /// The root, once a power of two of leaves was pushed.
@@ -51,12 +53,100 @@ class PairwiseCounter {
   std::vector<std::vector<double>> levels_;
 };
 
+/// The 32-bit order key of a float's bits: unsigned order is the float order, -0 below +0, so
+/// the extremes are unsigned min/max the compiler vectorizes (ops::ordered_min's order).
+inline uint32_t order_key(uint32_t bits) { return bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u); }
+inline float float_of_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
+/// The extreme a key stands for; `none` where no finite value was seen.
+inline float from_order_key(uint32_t key, uint32_t none, float none_value) {
+  if (key == none) return none_value;
+  return float_of_bits((key & 0x80000000u) != 0 ? key ^ 0x80000000u : ~key);
+}
+constexpr uint32_t kNoMin = std::numeric_limits<uint32_t>::max();  // the key of a NaN: never finite
+constexpr uint32_t kNoMax = 0;                                      // likewise
+
+/// One block's column extremes and counts, as arrays (a block has at most kMaxBlockRows rows).
+struct ColumnExtremes {
+  std::vector<uint32_t> min_key, max_key, abs_bits, zeros, nan, pos_inf, neg_inf;
+  void reset(uint64_t cols) {
+    min_key.assign(cols, kNoMin);
+    max_key.assign(cols, kNoMax);
+    for (auto* v : {&abs_bits, &zeros, &nan, &pos_inf, &neg_inf}) v->assign(cols, 0);
+  }
+};
+
 struct Scratch {
   std::vector<float> values;
   std::vector<double> row_sum, row_sq, leaf_sum, leaf_sq;
-  std::vector<TM_TileStats> col_extremes;
+  ColumnExtremes col;
   Status status;
 };
+
+/// Adds one decoded row to its own record (extremes and counts), to the block's column extremes,
+/// and writes its finite values (else +0.0) as float64 into the row's slots and the leaves.
+void add_row(std::span<const float> values, TM_TileStats& row, Scratch& s) {
+  const uint64_t cols = values.size();
+  uint32_t row_min = kNoMin, row_max = kNoMax, row_abs = 0, row_zeros = 0, row_special = 0;
+  uint32_t* __restrict const col_min = s.col.min_key.data();
+  uint32_t* __restrict const col_max = s.col.max_key.data();
+  uint32_t* __restrict const col_abs = s.col.abs_bits.data();
+  uint32_t* __restrict const col_zeros = s.col.zeros.data();
+  const float* __restrict const v = values.data();
+  // The extremes, then the float64 slots, each a loop of its own. Every row reads and writes
+  // 48 bytes of per-column scratch per element it decodes (docs/PERFORMANCE.md says what that costs).
+  for (uint64_t c = 0; c < cols; ++c) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[c], sizeof bits);
+    const uint32_t special = (bits & 0x7f800000u) == 0x7f800000u;
+    const uint32_t magnitude = bits & 0x7fffffffu;
+    const uint32_t key = order_key(bits);
+    const uint32_t low = special ? kNoMin : key;
+    const uint32_t high = special ? kNoMax : key;
+    const uint32_t abs = special ? 0u : magnitude;
+    const uint32_t zero = magnitude == 0;
+    row_min = std::min(row_min, low);
+    row_max = std::max(row_max, high);
+    row_abs = std::max(row_abs, abs);
+    row_zeros += zero;
+    row_special += special;
+    col_min[c] = std::min(col_min[c], low);
+    col_max[c] = std::max(col_max[c], high);
+    col_abs[c] = std::max(col_abs[c], abs);
+    col_zeros[c] += zero;
+  }
+  double* __restrict const row_sum = s.row_sum.data();
+  double* __restrict const row_sq = s.row_sq.data();
+  double* __restrict const leaf_sum = s.leaf_sum.data();
+  double* __restrict const leaf_sq = s.leaf_sq.data();
+  for (uint64_t c = 0; c < cols; ++c) {
+    const float x = v[c];
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    const double d = (bits & 0x7f800000u) != 0x7f800000u ? static_cast<double>(x) : 0.0;
+    row_sum[c] = d;
+    row_sq[c] = d * d;
+    leaf_sum[c] = d;
+    leaf_sq[c] = d * d;
+  }
+  row = ops::empty_tile_stats();
+  row.count = cols;
+  row.zeros = row_zeros;
+  row.min = from_order_key(row_min, kNoMin, std::numeric_limits<float>::infinity());
+  row.max = from_order_key(row_max, kNoMax, -std::numeric_limits<float>::infinity());
+  row.absmax = float_of_bits(row_abs);
+  if (row_special == 0) return;
+  for (uint64_t c = 0; c < cols; ++c) {  // rare: NaN and +-Inf counted apart
+    const float x = values[c];
+    if (std::isnan(x)) {
+      ++row.nan;
+      ++s.col.nan[c];
+    } else if (std::isinf(x)) {
+      ++(x > 0 ? row.pos_inf : row.neg_inf);
+      ++(x > 0 ? s.col.pos_inf[c] : s.col.neg_inf[c]);
+    }
+  }
+}
+
 
 /// Rows per block of a matrix of `rows` rows: a power of two dividing the tree's padded height.
 uint64_t block_rows_of(uint64_t rows) {
@@ -71,7 +161,7 @@ uint64_t channel_stats_working_bytes(uint64_t rows, uint64_t cols, uint32_t thre
   const uint64_t real_blocks = (rows + block_rows - 1) / block_rows;
   const uint64_t shared = real_blocks * cols * (2 * sizeof(double) + sizeof(TM_TileStats));
   const uint64_t tree_levels = static_cast<uint64_t>(std::bit_width(block_rows));
-  const uint64_t per_thread = cols * (sizeof(float) + 4 * sizeof(double) + sizeof(TM_TileStats)) +
+  const uint64_t per_thread = cols * (sizeof(float) + 4 * sizeof(double) + 7 * sizeof(uint32_t)) +
                               2 * tree_levels * cols * sizeof(double);
   return shared + per_thread * threads;
 }
@@ -101,42 +191,48 @@ Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows
         s.values.resize(cols);
         s.row_sum.resize(row_slots);
         s.row_sq.resize(row_slots);
-        s.leaf_sum.assign(cols, 0.0);
-        s.leaf_sq.assign(cols, 0.0);
-        s.col_extremes.assign(cols, ops::empty_tile_stats());
+        s.leaf_sum.resize(cols);
+        s.leaf_sq.resize(cols);
+        s.col.reset(cols);
         PairwiseCounter sums(cols), squares(cols);
+        uint64_t rows_here = 0;
         for (uint64_t k = 0; k < block_rows; ++k) {
           const uint64_t r = b * block_rows + k;
-          if (r < matrix.rows) {  // rows past the matrix are +0.0 leaves
+          if (r < matrix.rows) {
             Status status = decode_to_f32(matrix.dtype, matrix.bytes.subspan(r * row_bytes, row_bytes), cols, s.values.data());
             if (!status.ok()) {
               if (s.status.ok()) s.status = std::move(status);
               return;
             }
-            TM_TileStats row = ops::empty_tile_stats();
-            std::fill(s.row_sum.begin(), s.row_sum.end(), 0.0);
-            std::fill(s.row_sq.begin(), s.row_sq.end(), 0.0);
-            for (uint64_t c = 0; c < cols; ++c) {
-              const float v = s.values[c];
-              ops::add_to_extremes(row, v);
-              ops::add_to_extremes(s.col_extremes[c], v);
-              if (!std::isfinite(v)) continue;
-              const double d = v;
-              s.row_sum[c] = d;
-              s.row_sq[c] = d * d;
-              s.leaf_sum[c] = d;
-              s.leaf_sq[c] = d * d;
-            }
+            TM_TileStats row;
+            add_row(s.values, row, s);
+            std::fill(s.row_sum.begin() + static_cast<std::ptrdiff_t>(cols), s.row_sum.end(), 0.0);
+            std::fill(s.row_sq.begin() + static_cast<std::ptrdiff_t>(cols), s.row_sq.end(), 0.0);
             row.sum = ops::halving_sum(s.row_sum);
             row.sum_sq = ops::halving_sum(s.row_sq);
             rows_out[r] = row;
+            ++rows_here;
+          } else {  // rows past the matrix are +0.0 leaves
+            std::fill(s.leaf_sum.begin(), s.leaf_sum.end(), 0.0);
+            std::fill(s.leaf_sq.begin(), s.leaf_sq.end(), 0.0);
           }
           sums.push(s.leaf_sum);
           squares.push(s.leaf_sq);
         }
+        for (uint64_t c = 0; c < cols; ++c) {
+          TM_TileStats& t = block_cols[b * cols + c];
+          t = ops::empty_tile_stats();
+          t.count = rows_here;
+          t.zeros = s.col.zeros[c];
+          t.nan = s.col.nan[c];
+          t.pos_inf = s.col.pos_inf[c];
+          t.neg_inf = s.col.neg_inf[c];
+          t.min = from_order_key(s.col.min_key[c], kNoMin, std::numeric_limits<float>::infinity());
+          t.max = from_order_key(s.col.max_key[c], kNoMax, -std::numeric_limits<float>::infinity());
+          t.absmax = float_of_bits(s.col.abs_bits[c]);
+        }
         std::copy(sums.root().begin(), sums.root().end(), block_sum.begin() + static_cast<std::ptrdiff_t>(b * cols));
         std::copy(squares.root().begin(), squares.root().end(), block_sq.begin() + static_cast<std::ptrdiff_t>(b * cols));
-        std::copy(s.col_extremes.begin(), s.col_extremes.end(), block_cols.begin() + static_cast<std::ptrdiff_t>(b * cols));
       }
     });
   });
