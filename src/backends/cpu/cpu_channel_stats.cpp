@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "compute/ops/channel_stats.h"
+#include "compute/ops/radix_histogram.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -53,19 +54,15 @@ class PairwiseCounter {
   std::vector<std::vector<double>> levels_;
 };
 
-/// The 32-bit order key of a float's bits: unsigned order is the float order, -0 below +0, so
-/// the extremes are unsigned min/max the compiler vectorizes (ops::ordered_min's order).
-inline uint32_t order_key(uint32_t bits) { return bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u); }
-inline float float_of_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-/// The extreme a key stands for; `none` where no finite value was seen.
+/// The extreme an order key (ops::value_order_key) stands for; `none` where no finite value was seen.
 inline float from_order_key(uint32_t key, uint32_t none, float none_value) {
-  if (key == none) return none_value;
-  return float_of_bits((key & 0x80000000u) != 0 ? key ^ 0x80000000u : ~key);
+  return key == none ? none_value : ops::value_from_order_key(key);
 }
 constexpr uint32_t kNoMin = std::numeric_limits<uint32_t>::max();  // the key of a NaN: never finite
 constexpr uint32_t kNoMax = 0;                                      // likewise
 
-/// One block's column extremes and counts, as arrays (a block has at most kMaxBlockRows rows).
+/// One block's column extremes (as ops::value_order_key, so that they are unsigned min and max the
+/// compiler vectorizes) and counts, as arrays (a block has at most kMaxBlockRows rows).
 struct ColumnExtremes {
   std::vector<uint32_t> min_key, max_key, abs_bits, zeros, nan, pos_inf, neg_inf;
   void reset(uint64_t cols) {
@@ -99,7 +96,7 @@ void add_row(std::span<const float> values, TM_TileStats& row, Scratch& s) {
     std::memcpy(&bits, &v[c], sizeof bits);
     const uint32_t special = (bits & 0x7f800000u) == 0x7f800000u;
     const uint32_t magnitude = bits & 0x7fffffffu;
-    const uint32_t key = order_key(bits);
+    const uint32_t key = ops::value_order_key(std::bit_cast<float>(bits));
     const uint32_t low = special ? kNoMin : key;
     const uint32_t high = special ? kNoMax : key;
     const uint32_t abs = special ? 0u : magnitude;
@@ -133,7 +130,7 @@ void add_row(std::span<const float> values, TM_TileStats& row, Scratch& s) {
   row.zeros = row_zeros;
   row.min = from_order_key(row_min, kNoMin, std::numeric_limits<float>::infinity());
   row.max = from_order_key(row_max, kNoMax, -std::numeric_limits<float>::infinity());
-  row.absmax = float_of_bits(row_abs);
+  row.absmax = std::bit_cast<float>(row_abs);
   if (row_special == 0) return;
   for (uint64_t c = 0; c < cols; ++c) {  // rare: NaN and +-Inf counted apart
     const float x = values[c];
@@ -146,7 +143,6 @@ void add_row(std::span<const float> values, TM_TileStats& row, Scratch& s) {
     }
   }
 }
-
 
 /// Rows per block of a matrix of `rows` rows: a power of two dividing the tree's padded height.
 uint64_t block_rows_of(uint64_t rows) {
@@ -229,7 +225,7 @@ Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows
           t.neg_inf = s.col.neg_inf[c];
           t.min = from_order_key(s.col.min_key[c], kNoMin, std::numeric_limits<float>::infinity());
           t.max = from_order_key(s.col.max_key[c], kNoMax, -std::numeric_limits<float>::infinity());
-          t.absmax = float_of_bits(s.col.abs_bits[c]);
+          t.absmax = std::bit_cast<float>(s.col.abs_bits[c]);
         }
         std::copy(sums.root().begin(), sums.root().end(), block_sum.begin() + static_cast<std::ptrdiff_t>(b * cols));
         std::copy(squares.root().begin(), squares.root().end(), block_sq.begin() + static_cast<std::ptrdiff_t>(b * cols));

@@ -86,14 +86,14 @@ struct ThreadCounts {
   }
 };
 
-/// The 32-bit order key of a float's bits, branch-free (value_order_key and magnitude_key).
+/// The 32-bit key K of a float's bits (ops::value_order_key or ops::magnitude_key).
 template <ops::RadixKey K>
 [[gnu::always_inline]] inline uint32_t key_of_bits(uint32_t bits) {
+  const float x = std::bit_cast<float>(bits);
   if constexpr (K == ops::RadixKey::kValue) {
-    const uint32_t negative = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31);
-    return bits ^ (negative | 0x80000000u);
+    return ops::value_order_key(x);
   } else {
-    return bits & 0x7fffffffu;
+    return ops::magnitude_key(x);
   }
 }
 
@@ -199,7 +199,7 @@ void count_unprefixed(const std::byte* raw, size_t n, const ops::RadixParams& pa
 /// branch leaves the inner loop).
 template <ops::RadixKey K>
 void count_values(std::span<const float> values, const ops::RadixParams& params, const PrefixTable* table,
-                  ThreadCounts& local) {
+                  ThreadCounts& local, [[maybe_unused]] Isa isa) {
   const uint64_t digit_mask = (uint64_t{1} << params.bits) - 1;
   const uint32_t prefix_shift = params.shift + params.bits;
   uint64_t finite = 0;
@@ -207,7 +207,7 @@ void count_values(std::span<const float> values, const ops::RadixParams& params,
   if constexpr (K != ops::RadixKey::kDeviation) {
     if (table == nullptr) {
       return count_unprefixed<K, uint32_t>(reinterpret_cast<const std::byte*>(values.data()), values.size(), params,
-                                           local, best_isa());
+                                           local, isa);
     }
   }
   for (size_t i = 0; i < values.size(); ++i) {
@@ -294,12 +294,12 @@ Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& pa
           continue;
         }
         switch (params.key) {
-          case ops::RadixKey::kValue: count_values<ops::RadixKey::kValue>(local.values, params, lookup, local); break;
+          case ops::RadixKey::kValue: count_values<ops::RadixKey::kValue>(local.values, params, lookup, local, isa); break;
           case ops::RadixKey::kMagnitude:
-            count_values<ops::RadixKey::kMagnitude>(local.values, params, lookup, local);
+            count_values<ops::RadixKey::kMagnitude>(local.values, params, lookup, local, isa);
             break;
           case ops::RadixKey::kDeviation:
-            count_values<ops::RadixKey::kDeviation>(local.values, params, lookup, local);
+            count_values<ops::RadixKey::kDeviation>(local.values, params, lookup, local, isa);
             break;
         }
       }
