@@ -108,11 +108,7 @@ Command add_outliers_command(CLI::App& app) {
               print_error(cache.status().message());
               return static_cast<int>(kExitUserError);
             }
-            auto store = index::ChannelStore::open(*ckpt);
-            if (!store.ok()) {
-              print_error(store.status().message());
-              return static_cast<int>(kExitUserError);
-            }
+            index::ChannelStore store = index::ChannelStore::beside(*cache);
             engine::Records records;
             std::vector<Row> rows;
             for_each_tensor_with_progress("outliers", *tensors, [&](const TensorInfo& t) {
@@ -126,7 +122,7 @@ Command add_outliers_command(CLI::App& app) {
                 row.error = top.status().message();
               }
               if (row.error.empty()) {
-                auto stats = index::kept_channel_stats(*store, opt->recompute, session->scheduler(), *ckpt, t, &records,
+                auto stats = index::kept_channel_stats(store, opt->recompute, session->scheduler(), *ckpt, t, &records,
                                                        opt->threads, nullptr);
                 if (stats.ok()) {
                   row.channels = engine::outlier_channels(*stats, opt->rule);
@@ -137,7 +133,7 @@ Command add_outliers_command(CLI::App& app) {
               rows.push_back(std::move(row));
             });
             warn_unkept(cache->save());
-            warn_unkept(store->save());
+            warn_unkept(store.save());
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.outliers/1"}, {"path", ckpt->path().string()}, {"k", opt->k},
                                           {"rule", {{"magnitude", opt->rule.magnitude}, {"robust_z", opt->rule.robust_z}}}};

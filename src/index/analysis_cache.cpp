@@ -10,15 +10,14 @@ namespace {
 
 constexpr int kVersion = 1;
 
-
 }  // namespace
 
 Result<AnalysisCache> AnalysisCache::open(const Checkpoint& checkpoint, const std::filesystem::path& index_path) {
   AnalysisCache cache;
-  const std::filesystem::path index = index_path.empty() ? default_index_path(checkpoint) : index_path;
-  cache.path_ = index;
+  cache.index_path_ = index_path.empty() ? default_index_path(checkpoint) : index_path;
+  cache.path_ = cache.index_path_;
   cache.path_ += ".analyses.json";
-  TM_ASSIGN_OR_RETURN(cache.files_, identify_checkpoint_files(checkpoint, index));
+  TM_ASSIGN_OR_RETURN(cache.files_, identify_checkpoint_files(checkpoint, cache.index_path_));
   std::ifstream in(cache.path_);
   if (!in) return cache;
   const nlohmann::json stored = nlohmann::json::parse(in, nullptr, false);

@@ -33,8 +33,13 @@ class AnalysisCache {
   Status save();
   /// Where the cache lives.
   const std::filesystem::path& path() const { return path_; }
+  /// The index the cache lies beside.
+  const std::filesystem::path& index_path() const { return index_path_; }
+  /// The identities of the checkpoint's files, as the cache records them.
+  const std::vector<FileIdentity>& files() const { return files_; }
 
  private:
+  std::filesystem::path index_path_;
   std::filesystem::path path_;
   std::vector<FileIdentity> files_;
   nlohmann::json results_ = nlohmann::json::object();  // tensor -> key -> result

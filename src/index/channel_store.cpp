@@ -60,11 +60,18 @@ std::map<std::string, nlohmann::json> stored_tensors(const Checkpoint& file, con
 }  // namespace
 
 Result<ChannelStore> ChannelStore::open(const Checkpoint& checkpoint, const std::filesystem::path& index_path) {
-  ChannelStore store;
   const std::filesystem::path index = index_path.empty() ? default_index_path(checkpoint) : index_path;
+  TM_ASSIGN_OR_RETURN(std::vector<FileIdentity> files, identify_checkpoint_files(checkpoint, index));
+  return at(index, std::move(files));
+}
+
+ChannelStore ChannelStore::beside(const AnalysisCache& cache) { return at(cache.index_path(), cache.files()); }
+
+ChannelStore ChannelStore::at(const std::filesystem::path& index, std::vector<FileIdentity> files) {
+  ChannelStore store;
   store.path_ = index;
   store.path_ += ".channels";
-  TM_ASSIGN_OR_RETURN(store.files_, identify_checkpoint_files(checkpoint, index));
+  store.files_ = std::move(files);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(store.path_, ec)) return store;
   auto file = safetensors::open_file(store.path_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/outliers.h"
+#include "index/analysis_cache.h"
 #include "index/file_identity.h"
 #include "tensormorph/checkpoint.h"
 
@@ -25,6 +26,9 @@ class ChannelStore {
   /// The store beside `index_path` (default_index_path of the checkpoint when empty). Fails only
   /// when the checkpoint's files cannot be identified.
   static Result<ChannelStore> open(const Checkpoint& checkpoint, const std::filesystem::path& index_path = {});
+  /// The store beside the index `cache` lies beside, with the file identities it already took
+  /// (a face that keeps both asks the files once).
+  static ChannelStore beside(const AnalysisCache& cache);
 
   /// The stored statistics of `tensor` when its matrix view still has the stored channel counts.
   std::optional<engine::ChannelStats> find(const TensorInfo& tensor) const;
@@ -36,6 +40,9 @@ class ChannelStore {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  /// The store beside `index`, for files of these identities.
+  static ChannelStore at(const std::filesystem::path& index, std::vector<FileIdentity> files);
+
   std::filesystem::path path_;
   std::vector<FileIdentity> files_;
   std::unique_ptr<Checkpoint> stored_;  ///< the current store's file, mapped; null when none holds

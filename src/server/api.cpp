@@ -310,17 +310,16 @@ void ApiContext::register_routes(httplib::Server& http) {
     // cannot be kept (no writable location), they are computed every time.
     auto cache = index::AnalysisCache::open(ckpt);
     if (!cache.ok()) return reply_error(res, cache.status());
-    auto store = index::ChannelStore::open(ckpt);
-    if (!store.ok()) return reply_error(res, store.status());
+    index::ChannelStore store = index::ChannelStore::beside(*cache);
     engine::Records records;
     bool top_stored = false, channels_stored = false;
     auto top = index::kept_top_k(*cache, false, scheduler(), ckpt, *target->tensor, *k, &records, 0, &top_stored);
     if (!top.ok()) return reply_error(res, top.status());
-    auto channels = index::kept_channel_stats(*store, false, scheduler(), ckpt, *target->tensor, &records, 0,
+    auto channels = index::kept_channel_stats(store, false, scheduler(), ckpt, *target->tensor, &records, 0,
                                               &channels_stored);
     if (!channels.ok()) return reply_error(res, channels.status());
     (void)cache->save();
-    (void)store->save();
+    (void)store.save();
     const auto flagged = engine::outlier_channels(*channels, {*magnitude, *robust_z});
     reply_json(res, {{"top_k", engine::extremes_json(*top)}, {"outlier_channels", engine::outlier_channels_json(flagged)},
                      {"rule", {{"magnitude", *magnitude}, {"robust_z", *robust_z}}},
