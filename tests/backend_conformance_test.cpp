@@ -479,6 +479,7 @@ const char* pattern_name(Pattern p) {
 
 /// `elems` elements of `dtype` (whole blocks) following `pattern`.
 std::vector<std::byte> pattern_data(DType dtype, uint64_t elems, Pattern pattern, uint32_t seed) {
+  if (elems == 0) return {};
   std::mt19937_64 rng(seed);
   const DTypeInfo& info = dtype_info(dtype);
   const bool scalar_float = dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
@@ -508,7 +509,7 @@ std::vector<std::byte> pattern_data(DType dtype, uint64_t elems, Pattern pattern
         std::vector<std::byte> out = make_data(dtype, elems, Data::kWeights, seed);
         if (info.block_elems == 1 && !out.empty()) {
           // F8: NaN (both), +-Inf (E5M2), both zeros at random places.
-          for (const uint8_t code : {0x7fu, 0xffu, 0x7cu, 0xfcu, 0x00u, 0x80u}) out[rng() % out.size()] = std::byte{code};
+          for (const unsigned code : {0x7fu, 0xffu, 0x7cu, 0xfcu, 0x00u, 0x80u}) out[rng() % out.size()] = static_cast<std::byte>(code);
         }
         return out;
       }
