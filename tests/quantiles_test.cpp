@@ -213,6 +213,8 @@ TEST(RadixHistogramCpu, EqualsTheReferenceForAnyThreadCountOnRandomBits) {
     const std::vector<uint64_t> prefixes = {0x3c00, 0x43ff, 0xbc23, 0x8000, 0x7fff, 0x3c00};  // one repeated
     for (const ops::RadixParams params : {ops::RadixParams{ops::RadixKey::kValue, 16, 16, 0},
                                           ops::RadixParams{ops::RadixKey::kValue, 0, 16, 0},
+                                          ops::RadixParams{ops::RadixKey::kValue, 20, 12, 0},      // the index's histogram
+                                          ops::RadixParams{ops::RadixKey::kMagnitude, 19, 12, 0},  // no prefixes
                                           ops::RadixParams{ops::RadixKey::kMagnitude, 13, 3, 0},
                                           ops::RadixParams{ops::RadixKey::kDeviation, 48, 16, -0.5}}) {
       const bool with_prefixes = params.shift + params.bits < ops::radix_key_bits(params.key);

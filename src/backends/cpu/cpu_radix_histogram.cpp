@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "tensormorph/decode.h"
 
@@ -87,7 +88,7 @@ struct ThreadCounts {
 
 /// The 32-bit order key of a float's bits, branch-free (value_order_key and magnitude_key).
 template <ops::RadixKey K>
-inline uint32_t key_of_bits(uint32_t bits) {
+[[gnu::always_inline]] inline uint32_t key_of_bits(uint32_t bits) {
   if constexpr (K == ops::RadixKey::kValue) {
     const uint32_t negative = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31);
     return bits ^ (negative | 0x80000000u);
@@ -96,32 +97,78 @@ inline uint32_t key_of_bits(uint32_t bits) {
   }
 }
 
-/// Counts without prefixes under a 32-bit key: the digits of a chunk in a loop the compiler
-/// vectorizes (non-finite elements to the spare slot, classified apart only when a chunk has
-/// any), then counted round-robin into the interleaved sets.
-template <ops::RadixKey K>
-void count_unprefixed(std::span<const float> values, const ops::RadixParams& params, ThreadCounts& local) {
-  const uint32_t digit_mask = static_cast<uint32_t>((uint64_t{1} << params.bits) - 1);
-  const uint32_t spare = static_cast<uint32_t>(local.totals.size());
-  const uint32_t shift = params.shift;
-  local.digits.resize(values.size());
-  uint32_t* const digits = local.digits.data();
-  const float* const v = values.data();
+/// The float32 bits of element i of `raw`: F32 (or decoded) words, or BF16's top halves.
+template <typename Raw>
+[[gnu::always_inline]] inline uint32_t float_bits(const std::byte* raw, size_t i) {
+  Raw r;
+  std::memcpy(&r, raw + i * sizeof(Raw), sizeof r);
+  return sizeof(Raw) == 2 ? static_cast<uint32_t>(r) << 16 : static_cast<uint32_t>(r);
+}
+
+/// Each element's digit under key K, the spare slot for non-finite ones; returns how many were
+/// non-finite. Compiled once per instruction set (SSE2 has 4 lanes and no 16-to-32-bit widening).
+template <ops::RadixKey K, typename Raw>
+[[gnu::always_inline]] inline uint32_t digits_body(const std::byte* __restrict raw, size_t n, uint32_t shift,
+                                                   uint32_t mask, uint32_t spare, uint32_t* __restrict digits) {
   uint32_t non_finite = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = float_bits<Raw>(raw, i);
     const uint32_t special = (bits & 0x7f800000u) == 0x7f800000u;
     non_finite += special;
-    const uint32_t digit = (key_of_bits<K>(bits) >> shift) & digit_mask;
+    const uint32_t digit = (key_of_bits<K>(bits) >> shift) & mask;
     digits[i] = special ? spare : digit;
   }
+  return non_finite;
+}
+
+using DigitsFn = uint32_t (*)(const std::byte*, size_t, uint32_t, uint32_t, uint32_t, uint32_t*);
+
+template <ops::RadixKey K, typename Raw>
+uint32_t digits_baseline(const std::byte* raw, size_t n, uint32_t shift, uint32_t mask, uint32_t spare, uint32_t* digits) {
+  return digits_body<K, Raw>(raw, n, shift, mask, spare, digits);
+}
+#if TM_CPU_X86_TARGETS
+template <ops::RadixKey K, typename Raw>
+TM_TARGET_AVX2 uint32_t digits_avx2(const std::byte* raw, size_t n, uint32_t shift, uint32_t mask, uint32_t spare,
+                                    uint32_t* digits) {
+  return digits_body<K, Raw>(raw, n, shift, mask, spare, digits);
+}
+template <ops::RadixKey K, typename Raw>
+TM_TARGET_AVX512 uint32_t digits_avx512(const std::byte* raw, size_t n, uint32_t shift, uint32_t mask, uint32_t spare,
+                                        uint32_t* digits) {
+  return digits_body<K, Raw>(raw, n, shift, mask, spare, digits);
+}
+#endif
+
+template <ops::RadixKey K, typename Raw>
+DigitsFn digits_for(Isa isa) {
+#if TM_CPU_X86_TARGETS
+  if (isa == Isa::kAvx512) return digits_avx512<K, Raw>;
+  if (isa == Isa::kAvx2) return digits_avx2<K, Raw>;
+#endif
+  (void)isa;
+  return digits_baseline<K, Raw>;
+}
+
+/// Counts n elements of `raw` (float32 words, or BF16 halves: Raw = uint16_t, read without
+/// decoding) without prefixes under a 32-bit key: the digits first (non-finite elements to the
+/// spare slot, classified apart only when a chunk has any), then counted round-robin into the
+/// interleaved sets.
+template <ops::RadixKey K, typename Raw>
+void count_unprefixed(const std::byte* raw, size_t n, const ops::RadixParams& params, ThreadCounts& local, Isa isa) {
+  const uint32_t digit_mask = static_cast<uint32_t>((uint64_t{1} << params.bits) - 1);
+  const uint32_t spare = static_cast<uint32_t>(local.totals.size());
+  local.digits.resize(n);
+  uint32_t* const digits = local.digits.data();
+  const uint32_t non_finite = digits_for<K, Raw>(isa)(raw, n, params.shift, digit_mask, spare, digits);
   if (non_finite > 0) {
-    for (const float x : values) {
-      if (!std::isfinite(x)) ++local.classes[std::isnan(x) ? 1 : x > 0 ? 2 : 3];
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = float_bits<Raw>(raw, i);
+      if ((bits & 0x7f800000u) != 0x7f800000u) continue;
+      ++local.classes[(bits & 0x007fffffu) != 0 ? 1 : (bits >> 31) == 0 ? 2 : 3];
     }
   }
-  local.classes[0] += values.size() - non_finite;
+  local.classes[0] += n - non_finite;
   const size_t sets = unprefixed_sets(local.totals.size());
   size_t i = 0;
   if (sets == 4) {
@@ -129,7 +176,7 @@ void count_unprefixed(std::span<const float> values, const ops::RadixParams& par
     uint32_t* const c1 = local.counts[1].data();
     uint32_t* const c2 = local.counts[2].data();
     uint32_t* const c3 = local.counts[3].data();
-    for (; i + 4 <= values.size(); i += 4) {
+    for (; i + 4 <= n; i += 4) {
       ++c0[digits[i]];
       ++c1[digits[i + 1]];
       ++c2[digits[i + 2]];
@@ -138,13 +185,13 @@ void count_unprefixed(std::span<const float> values, const ops::RadixParams& par
   } else {
     uint32_t* const c0 = local.counts[0].data();
     uint32_t* const c1 = local.counts[1].data();
-    for (; i + 2 <= values.size(); i += 2) {
+    for (; i + 2 <= n; i += 2) {
       ++c0[digits[i]];
       ++c1[digits[i + 1]];
     }
   }
-  for (; i < values.size(); ++i) ++local.counts[0][digits[i]];
-  local.pending += values.size();
+  for (; i < n; ++i) ++local.counts[0][digits[i]];
+  local.pending += n;
   if (local.pending >= kFlushElems) local.flush();
 }
 
@@ -158,7 +205,10 @@ void count_values(std::span<const float> values, const ops::RadixParams& params,
   uint64_t finite = 0;
   uint32_t* const sets[2] = {local.counts[0].data(), local.counts[table == nullptr ? 1 : 0].data()};
   if constexpr (K != ops::RadixKey::kDeviation) {
-    if (table == nullptr) return count_unprefixed<K>(values, params, local);
+    if (table == nullptr) {
+      return count_unprefixed<K, uint32_t>(reinterpret_cast<const std::byte*>(values.data()), values.size(), params,
+                                           local, best_isa());
+    }
   }
   for (size_t i = 0; i < values.size(); ++i) {
     const float v = values[i];
@@ -212,6 +262,7 @@ Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& pa
   const uint64_t chunk_blocks = std::max<uint64_t>(1, kChunkElems / info.block_elems);
   const uint64_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
   tbb::enumerable_thread_specific<ThreadCounts> locals;
+  const Isa isa = best_isa();
   tbb::task_arena arena(max_threads == 0 ? tbb::task_arena::automatic : static_cast<int>(max_threads));
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, chunks), [&](const tbb::blocked_range<uint64_t>& r) {
@@ -220,6 +271,21 @@ Status radix_histogram(const ops::TensorView& tensor, const ops::RadixParams& pa
       for (uint64_t c = r.begin(); c != r.end(); ++c) {
         const uint64_t first = c * chunk_blocks;
         const uint64_t n = std::min(chunk_blocks, blocks - first);
+        // F32 and BF16 hold their float32 bits (BF16 the top half): counted without decoding.
+        if (lookup == nullptr && params.key != ops::RadixKey::kDeviation &&
+            (tensor.dtype == DType::kF32 || tensor.dtype == DType::kBF16)) {
+          const std::byte* raw = tensor.bytes.data() + first * info.block_bytes;
+          const size_t elems = n * info.block_elems;
+          const bool bf16 = tensor.dtype == DType::kBF16;
+          if (params.key == ops::RadixKey::kValue) {
+            bf16 ? count_unprefixed<ops::RadixKey::kValue, uint16_t>(raw, elems, params, local, isa)
+                 : count_unprefixed<ops::RadixKey::kValue, uint32_t>(raw, elems, params, local, isa);
+          } else {
+            bf16 ? count_unprefixed<ops::RadixKey::kMagnitude, uint16_t>(raw, elems, params, local, isa)
+                 : count_unprefixed<ops::RadixKey::kMagnitude, uint32_t>(raw, elems, params, local, isa);
+          }
+          continue;
+        }
         local.values.resize(n * info.block_elems);
         Status status = decode_to_f32(tensor.dtype, tensor.bytes.subspan(first * info.block_bytes, n * info.block_bytes),
                                       local.values.size(), local.values.data());
