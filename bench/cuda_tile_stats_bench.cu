@@ -2,7 +2,8 @@
 //   1. device memory bandwidth: a read-only reduction kernel and a device-to-device copy;
 //   2. tm.tile_stats@1 on resident data (the module's execute on a device buffer) per dtype, with
 //      its ratio to the read bandwidth, the CPU backend on the same bytes, and a bitwise check;
-//      then tm.radix_histogram@1's top-digit pass (one pass of an exact quantile) the same way;
+//      then tm.radix_histogram@1's top-digit pass (one pass of an exact quantile), tm.top_k@1
+//      (k = 10) and tm.channel_stats@1 the same way;
 //   3. the scheduler's choices on a host-resident and then a device-resident tensor (records);
 //   4. the BF16 tensor written as safetensors for the PyTorch peer (bench/cuda_torch_peer.py).
 //
@@ -273,6 +274,64 @@ struct RadixInstance {
   }
 };
 
+/// A tm.top_k@1 instance over all elements.
+struct TopKInstance {
+  TM_TensorArg in{}, out[2]{};
+  TM_Attribute attr{};
+  TM_OpInstance op{};
+  std::vector<uint64_t> indices;
+  std::vector<float> values;
+
+  TopKInstance(const Case& c, uint64_t k, const void* host, TM_Buffer* buffer) : indices(k), values(k) {
+    in.struct_size = out[0].struct_size = out[1].struct_size = sizeof(TM_TensorArg);
+    in.dtype = tmx::to_abi_dtype(c.dtype);
+    in.rank = 1;
+    in.shape[0] = c.rows * c.cols;
+    in.host_data = host;
+    in.buffer = buffer;
+    in.nbytes = c.bytes.size();
+    out[0].dtype = TM_DTYPE_U64;
+    out[1].dtype = TM_DTYPE_F32;
+    for (int i = 0; i < 2; ++i) {
+      out[i].rank = 1;
+      out[i].shape[0] = k;
+    }
+    out[0].host_out = indices.data();
+    out[0].nbytes = k * 8;
+    out[1].host_out = values.data();
+    out[1].nbytes = k * 4;
+    attr = {sizeof(TM_Attribute), TM_ATTR_K, static_cast<int64_t>(k), 0.0};
+    op = {sizeof op, TM_OP_TOP_K, &in, 1, out, 2, &attr, 1};
+  }
+};
+
+/// A tm.channel_stats@1 instance over the matrix.
+struct ChannelInstance {
+  TM_TensorArg in{}, out[2]{};
+  TM_OpInstance op{};
+  std::vector<TM_TileStats> rows, cols;
+
+  ChannelInstance(const Case& c, const void* host, TM_Buffer* buffer) : rows(c.rows), cols(c.cols) {
+    in.struct_size = out[0].struct_size = out[1].struct_size = sizeof(TM_TensorArg);
+    in.dtype = tmx::to_abi_dtype(c.dtype);
+    in.rank = 2;
+    in.shape[0] = c.rows;
+    in.shape[1] = c.cols;
+    in.host_data = host;
+    in.buffer = buffer;
+    in.nbytes = c.bytes.size();
+    for (int i = 0; i < 2; ++i) {
+      std::vector<TM_TileStats>& v = i == 0 ? rows : cols;
+      out[i].dtype = TM_DTYPE_U8;
+      out[i].rank = 1;
+      out[i].shape[0] = v.size() * sizeof(TM_TileStats);
+      out[i].nbytes = out[i].shape[0];
+      out[i].host_out = v.data();
+    }
+    op = {sizeof op, TM_OP_CHANNEL_STATS, &in, 1, out, 2, nullptr, 0};
+  }
+};
+
 TM_ExecutionPolicy bitwise_policy() {
   TM_ExecutionPolicy p{};
   p.struct_size = sizeof p;
@@ -405,6 +464,65 @@ int main(int argc, char** argv) {
                                {"radix_gbps", radix_gbps},
                                {"radix_of_read_bandwidth", radix_gbps / memory.read_gbps},
                                {"radix_bitwise_equal_to_cpu", radix_same}});
+    // tm.top_k@1 (k = 10, the outliers command's default) and tm.channel_stats@1 on the same
+    // resident bytes: device time of the kernels (top_k: its passes; the wall time adds the host's
+    // sort and the syncs between passes), against the read bandwidth measured above.
+    TopKInstance topk_gpu(c, 10, nullptr, *buffer), topk_cpu(c, 10, c.bytes.data(), nullptr);
+    ChannelInstance chan_gpu(c, nullptr, *buffer), chan_cpu(c, c.bytes.data(), nullptr);
+    std::vector<double> topk_times, topk_walls, chan_times;
+    uint64_t topk_bytes = 0;
+    for (int i = 0; i < reps + 2; ++i) {
+      const auto w0 = std::chrono::steady_clock::now();
+      auto r = gpu->execute(topk_gpu.op, bitwise_policy());
+      const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - w0).count();
+      if (!r.ok()) {
+        std::fprintf(stderr, "cuda top_k execute: %s\n", r.status().to_string().c_str());
+        return 1;
+      }
+      topk_bytes = r->bytes_read;
+      auto q = gpu->execute(chan_gpu.op, bitwise_policy());
+      if (!q.ok()) {
+        std::fprintf(stderr, "cuda channel_stats execute: %s\n", q.status().to_string().c_str());
+        return 1;
+      }
+      if (i >= 2) {
+        topk_times.push_back(r->device_ns);
+        topk_walls.push_back(wall);
+        chan_times.push_back(q->device_ns);
+      }
+    }
+    auto tc = cpu->execute(topk_cpu.op, bitwise_policy());
+    auto qc = cpu->execute(chan_cpu.op, bitwise_policy());
+    if (!tc.ok() || !qc.ok()) {
+      std::fprintf(stderr, "cpu top_k / channel_stats execute failed\n");
+      return 1;
+    }
+    const bool topk_same = topk_gpu.indices == topk_cpu.indices &&
+                           std::memcmp(topk_gpu.values.data(), topk_cpu.values.data(), topk_gpu.values.size() * 4) == 0;
+    const bool chan_same =
+        std::memcmp(chan_gpu.rows.data(), chan_cpu.rows.data(), chan_gpu.rows.size() * sizeof(TM_TileStats)) == 0 &&
+        std::memcmp(chan_gpu.cols.data(), chan_cpu.cols.data(), chan_gpu.cols.size() * sizeof(TM_TileStats)) == 0;
+    const double bytes = static_cast<double>(c.bytes.size());
+    const double topk_gbps = bytes / median(topk_times), topk_wall_gbps = bytes / median(topk_walls);
+    const double chan_gbps = bytes / median(chan_times);
+    const double topk_cpu_gbps = bytes / tc->device_ns, chan_cpu_gbps = bytes / qc->device_ns;
+    std::printf("%-8s   top_k k=10: %6.0f GB/s %5.1f%% of read (%llu passes; wall %5.0f GB/s), CPU %5.1f GB/s, bitwise %s;"
+                " channel_stats: %6.0f GB/s %5.1f%% of read, CPU %5.1f GB/s, bitwise %s\n",
+                std::string(tmx::dtype_name(dtype)).c_str(), topk_gbps, 100.0 * topk_gbps / memory.read_gbps,
+                static_cast<unsigned long long>(topk_bytes / c.bytes.size()), topk_wall_gbps, topk_cpu_gbps,
+                topk_same ? "yes" : "NO", chan_gbps, 100.0 * chan_gbps / memory.read_gbps, chan_cpu_gbps,
+                chan_same ? "yes" : "NO");
+    auto& last = report["cases"].back();
+    last["top_k_gbps"] = topk_gbps;
+    last["top_k_of_read_bandwidth"] = topk_gbps / memory.read_gbps;
+    last["top_k_wall_gbps"] = topk_wall_gbps;
+    last["top_k_passes"] = topk_bytes / c.bytes.size();
+    last["top_k_cpu_gbps"] = topk_cpu_gbps;
+    last["top_k_bitwise_equal_to_cpu"] = topk_same;
+    last["channel_stats_gbps"] = chan_gbps;
+    last["channel_stats_of_read_bandwidth"] = chan_gbps / memory.read_gbps;
+    last["channel_stats_cpu_gbps"] = chan_cpu_gbps;
+    last["channel_stats_bitwise_equal_to_cpu"] = chan_same;
     gpu->release(*buffer);
     if (dtype == tmx::DType::kBF16) bf16_case = std::move(c);
   }

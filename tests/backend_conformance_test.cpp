@@ -159,6 +159,15 @@ std::vector<std::byte> make_data(DType dtype, uint64_t elems, Data kind, uint32_
   return out;
 }
 
+/// Every dtype the decoders take (the backends declare which of them they run).
+std::vector<DType> decodable_dtypes_for_test() {
+  std::vector<DType> v;
+  for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+    if (dtype_decodable(static_cast<DType>(d))) v.push_back(static_cast<DType>(d));
+  }
+  return v;
+}
+
 // ---- Running one instance ----------------------------------------------------------------------
 
 TM_TensorArg tensor_arg(DType dtype, std::vector<uint64_t> shape, uint64_t nbytes) {
@@ -450,6 +459,223 @@ TEST(BackendConformance, SchedulerPlacesWhatABackendDeclaresAndFallsBackForTheRe
         EXPECT_NE(placed->record.reason_detail.find("unsupported"), std::string::npos) << placed->record.reason_detail;
       }
     }
+  }
+}
+
+// ---- Top-k and channel statistics on shapes and data the definitions' cases do not reach --------
+
+enum class Pattern { kPlanted, kAllEqual, kRandomBits, kSignedZeros, kCloseRepeats };
+
+const char* pattern_name(Pattern p) {
+  switch (p) {
+    case Pattern::kPlanted: return "weights with NaN/Inf/+-0 planted";
+    case Pattern::kAllEqual: return "all equal";
+    case Pattern::kRandomBits: return "random bits";
+    case Pattern::kSignedZeros: return "signed zeros";
+    case Pattern::kCloseRepeats: return "close values, each repeated";
+  }
+  return "?";
+}
+
+/// `elems` elements of `dtype` (whole blocks) following `pattern`.
+std::vector<std::byte> pattern_data(DType dtype, uint64_t elems, Pattern pattern, uint32_t seed) {
+  if (elems == 0) return {};
+  std::mt19937_64 rng(seed);
+  const DTypeInfo& info = dtype_info(dtype);
+  const bool scalar_float = dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+  switch (pattern) {
+    case Pattern::kRandomBits: return make_data(dtype, elems, Data::kRandomBits, seed);
+    case Pattern::kSignedZeros: return make_data(dtype, elems, Data::kSignedZeros, seed);
+    case Pattern::kCloseRepeats: {
+      // Keys that share their top digits, so the selection narrows digit by digit.
+      std::vector<float> v(elems);
+      for (uint64_t i = 0; i < elems; ++i) {
+        v[i] = std::bit_cast<float>(std::bit_cast<uint32_t>(1.0f) + static_cast<uint32_t>((i * 7919) % 1024));
+        if (rng() % 2) v[i] = -v[i];
+      }
+      return *encode_from_f32(DType::kF32, v);
+    }
+    case Pattern::kAllEqual: {
+      if (scalar_float) return *encode_from_f32(dtype, std::vector<float>(elems, -0.0123f));
+      std::vector<std::byte> out = make_data(dtype, elems, Data::kWeights, seed);
+      for (uint64_t b = 1; b < out.size() / info.block_bytes; ++b) {
+        std::memcpy(out.data() + b * info.block_bytes, out.data(), info.block_bytes);  // every block the first
+      }
+      if (info.block_elems == 1) std::fill(out.begin(), out.end(), std::byte{0x3a});
+      return out;
+    }
+    case Pattern::kPlanted: {
+      if (!scalar_float) {
+        std::vector<std::byte> out = make_data(dtype, elems, Data::kWeights, seed);
+        if (info.block_elems == 1 && !out.empty()) {
+          // F8: NaN (both), +-Inf (E5M2), both zeros at random places.
+          for (const unsigned code : {0x7fu, 0xffu, 0x7cu, 0xfcu, 0x00u, 0x80u}) out[rng() % out.size()] = static_cast<std::byte>(code);
+        }
+        return out;
+      }
+      std::normal_distribution<float> normal(0.0f, 0.02f);
+      std::vector<float> v(elems);
+      for (auto& x : v) x = normal(rng);
+      const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 0.25f, -0.25f};
+      for (uint64_t i = 0; i < std::max<uint64_t>(1, elems / 50); ++i) v[rng() % elems] = specials[rng() % 7];
+      return *encode_from_f32(dtype, v);
+    }
+  }
+  return {};
+}
+
+/// Runs `instance` (host inputs, host outputs) on `b` with `policy`; the outputs' bytes.
+Result<std::vector<std::vector<std::byte>>> run_with_policy(const compute::Backend& b, const char* op,
+                                                           const std::vector<TM_TensorArg>& in_templates,
+                                                           const std::vector<const std::byte*>& host_in,
+                                                           const std::vector<TM_TensorArg>& out_templates,
+                                                           std::vector<TM_Attribute> attrs, TM_ExecutionPolicy policy) {
+  std::vector<TM_TensorArg> ins = in_templates;
+  for (size_t i = 0; i < ins.size(); ++i) ins[i].host_data = host_in[i];
+  std::vector<TM_TensorArg> os = out_templates;
+  std::vector<std::vector<std::byte>> outs(os.size());
+  for (size_t i = 0; i < os.size(); ++i) {
+    outs[i].assign(os[i].nbytes, std::byte{0xa5});
+    os[i].host_out = outs[i].data();
+  }
+  TM_OpInstance instance{sizeof(TM_OpInstance), op, ins.data(), static_cast<uint32_t>(ins.size()), os.data(),
+                         static_cast<uint32_t>(os.size()), attrs.data(), static_cast<uint32_t>(attrs.size())};
+  TM_ASSIGN_OR_RETURN(const TM_ExecutionReport report, b.execute(instance, policy));
+  if (report.exactness != TM_EXACT_BITWISE) return Status::Internal("report is not bitwise");
+  return outs;
+}
+
+/// One instance of an analysis: its input, attributes and outputs, run on `b` resident, streamed,
+/// and streamed in small chunks (a memory budget that still admits the working memory), each
+/// compared bit for bit with the definition's reference. False when `b` refused it by estimate.
+bool check_analysis(const compute::Backend& b, const ops::OpDefinition& def, DType dtype,
+                    const std::vector<uint64_t>& shape, const std::vector<std::byte>& bytes,
+                    std::vector<TM_Attribute> attrs, const std::vector<TM_TensorArg>& out_templates,
+                    const std::string& label) {
+  const std::vector<TM_TensorArg> ins = {tensor_arg(dtype, shape, bytes.size())};
+  const std::vector<const std::byte*> host_in = {bytes.data()};
+  std::vector<std::vector<std::byte>> want(out_templates.size());
+  std::vector<TM_TensorArg> ref_in = ins, ref_out = out_templates;
+  ref_in[0].host_data = bytes.data();
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i].assign(out_templates[i].nbytes, std::byte{0x5a});
+    ref_out[i].host_out = want[i].data();
+  }
+  const TM_OpInstance instance{sizeof(TM_OpInstance), def.id.c_str(), ref_in.data(), 1, ref_out.data(),
+                               static_cast<uint32_t>(ref_out.size()), attrs.data(), static_cast<uint32_t>(attrs.size())};
+  const Status reference = def.reference(instance);
+  EXPECT_TRUE(reference.ok()) << label << ": " << reference.to_string();
+  if (!reference.ok()) return true;
+  auto estimate = b.estimate(instance);
+  if (!estimate.ok()) {
+    EXPECT_EQ(estimate.status().code(), StatusCode::kUnimplemented) << label << ": " << estimate.status().to_string();
+    return false;
+  }
+  auto compare = [&](const std::vector<std::vector<std::byte>>& got, const char* how) {
+    ASSERT_EQ(got.size(), want.size()) << label << how;
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(got[o].size(), want[o].size()) << label << how;
+      if (want[o].empty()) continue;
+      if (def.id == TM_OP_CHANNEL_STATS) {
+        ASSERT_EQ(0, std::memcmp(got[o].data(), want[o].data(), want[o].size()))
+            << label << how << " output " << o << ": "
+            << first_difference(reinterpret_cast<const TM_TileStats*>(got[o].data()),
+                                reinterpret_cast<const TM_TileStats*>(want[o].data()), want[o].size() / sizeof(TM_TileStats));
+      } else {
+        ASSERT_EQ(0, std::memcmp(got[o].data(), want[o].data(), want[o].size())) << label << how << " output " << o;
+      }
+    }
+  };
+  auto both = run_both_ways(b, ins, host_in, out_templates, attrs, def.id.c_str());
+  EXPECT_TRUE(both.ok()) << label << ": " << both.status().to_string();
+  if (!both.ok()) return true;
+  compare(both->resident, " (resident)");
+  compare(both->streamed, " (streamed)");
+  // Working memory apart from the two chunks; a budget of twice that leaves chunks of a quarter.
+  const uint64_t rest = estimate->working_bytes > 2 * bytes.size() ? estimate->working_bytes - 2 * bytes.size() : 0;
+  TM_ExecutionPolicy small = bitwise();
+  small.memory_budget_bytes = std::max<uint64_t>(2 * rest + (64 << 10), 256 << 10);
+  auto chunked = run_with_policy(b, def.id.c_str(), ins, host_in, out_templates, attrs, small);
+  // Smaller chunks can need more working memory (channel_stats: shorter row blocks, more partials):
+  // an honest refusal, so grow the budget until it runs.
+  for (int grow = 0; grow < 4 && !chunked.ok() && chunked.status().code() == StatusCode::kResourceExhausted; ++grow) {
+    small.memory_budget_bytes *= 2;
+    chunked = run_with_policy(b, def.id.c_str(), ins, host_in, out_templates, attrs, small);
+  }
+  EXPECT_TRUE(chunked.ok()) << label << " (small chunks): " << chunked.status().to_string();
+  if (chunked.ok()) compare(*chunked, " (small chunks)");
+  return true;
+}
+
+const ops::OpDefinition* definition_of(engine::ComputeSession& session, const char* id) {
+  for (const auto& [name, def] : session.registry().all()) {
+    if (name == id) return &def;
+  }
+  return nullptr;
+}
+
+TEST(BackendConformance, TopKAndChannelStatsOnEdgeShapesAndDataEqualTheReference) {
+  auto session = open_session();
+  ASSERT_NE(session, nullptr);
+  const ops::OpDefinition* top_k = definition_of(*session, TM_OP_TOP_K);
+  const ops::OpDefinition* channels = definition_of(*session, TM_OP_CHANNEL_STATS);
+  ASSERT_NE(top_k, nullptr);
+  ASSERT_NE(channels, nullptr);
+  std::map<std::string, int> checked, refused;
+  for (const compute::Backend* b : backends_under_test(*session)) {
+    if (!b->unavailable_reason().empty() || !b->open().ok()) continue;
+    for (const DType dtype : decodable_dtypes_for_test()) {
+      const uint64_t be = dtype_info(dtype).block_elems;
+      const std::string dname(dtype_name(dtype));
+      std::mt19937_64 rng(1234 + static_cast<uint32_t>(dtype));
+      if (declares_bitwise(*b, TM_OP_TOP_K, dtype, TM_SHAPE_VECTOR)) {
+        // Lengths: one block, a few, ragged, and over 2^17 (ties past a segment of 2^16 positions).
+        std::vector<uint64_t> lengths = {be, be * 5, be * (1 + rng() % 3000), be * ((200003 + be - 1) / be)};
+        for (const uint64_t n : lengths) {
+          for (Pattern pattern : {Pattern::kPlanted, Pattern::kAllEqual, Pattern::kRandomBits, Pattern::kSignedZeros,
+                                  Pattern::kCloseRepeats}) {
+            if (pattern == Pattern::kCloseRepeats && dtype != DType::kF32) continue;
+            const auto bytes = pattern_data(dtype, n, pattern, static_cast<uint32_t>(n + static_cast<uint64_t>(pattern)));
+            std::vector<uint64_t> ks = {1, 10, n / 3 + 1, n + 5};
+            if (n > 100000) ks.push_back(70000);
+            for (const uint64_t k : ks) {
+              std::vector<TM_Attribute> attrs = {{sizeof(TM_Attribute), TM_ATTR_K, static_cast<int64_t>(k), 0.0}};
+              const std::vector<TM_TensorArg> outs = {tensor_arg(DType::kU64, {k}, k * 8), tensor_arg(DType::kF32, {k}, k * 4)};
+              const std::string label = b->name() + ": top_k " + dname + " n " + std::to_string(n) + " k " +
+                                        std::to_string(k) + " " + pattern_name(pattern);
+              (check_analysis(*b, *top_k, dtype, {n}, bytes, attrs, outs, label) ? checked : refused)[b->name()]++;
+              if (testing::Test::HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+      if (declares_bitwise(*b, TM_OP_CHANNEL_STATS, dtype, TM_SHAPE_MATRIX)) {
+        std::vector<std::pair<uint64_t, uint64_t>> shapes = {{1, be}, {1, be * 777}, {3, be * 5}, {2048, be * 3}};
+        if (be == 1) {
+          for (auto shape : {std::pair<uint64_t, uint64_t>{1000, 1}, {4099, 1}, {257, 33}, {3, 4099}, {2048, 600}}) {
+            shapes.push_back(shape);
+          }
+        }
+        for (int r = 0; r < 3; ++r) shapes.push_back({1 + rng() % 700, be * (1 + rng() % (be == 1 ? 900 : 6))});
+        for (const auto& [rows, cols] : shapes) {
+          for (Pattern pattern : {Pattern::kPlanted, Pattern::kAllEqual, Pattern::kRandomBits, Pattern::kSignedZeros}) {
+            const auto bytes = pattern_data(dtype, rows * cols, pattern, static_cast<uint32_t>(rows * 31 + cols));
+            const std::vector<TM_TensorArg> outs = {tensor_arg(DType::kU8, {rows * sizeof(TM_TileStats)}, rows * sizeof(TM_TileStats)),
+                                                    tensor_arg(DType::kU8, {cols * sizeof(TM_TileStats)}, cols * sizeof(TM_TileStats))};
+            const std::string label = b->name() + ": channel_stats " + dname + " " + std::to_string(rows) + " x " +
+                                      std::to_string(cols) + " " + pattern_name(pattern);
+            (check_analysis(*b, *channels, dtype, {rows, cols}, bytes, {}, outs, label) ? checked : refused)[b->name()]++;
+            if (testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+  if (checked.empty()) GTEST_SKIP() << "no backend besides the CPU declares tm.top_k@1 or tm.channel_stats@1 bitwise:" << why_nothing(*session);
+  for (const auto& [name, n] : checked) {
+    std::printf("%s: %d top_k/channel_stats edge instances bitwise equal to the reference (resident, streamed, small chunks), %d refused by estimate\n",
+                name.c_str(), n, refused[name]);
   }
 }
 

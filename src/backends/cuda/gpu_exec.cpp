@@ -1,4 +1,5 @@
 #include "backends/cuda/gpu_exec.h"
+#include "backends/cuda/gpu_stream.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,12 +11,6 @@ namespace tensormorph::gpu {
 namespace {
 
 using tm_gpu::KernelDType;
-
-/// Where an input argument's bytes are: in a buffer of this backend, or in host memory.
-struct InputRef {
-  const uint8_t* device = nullptr;  ///< resident bytes (byte_offset applied)
-  const uint8_t* host = nullptr;    ///< host bytes to stream (byte_offset applied)
-};
 
 Result<GpuBuffer*> owned_buffer(GpuBackend& b, TM_Buffer* handle, const ops::TensorArgument& t, const char* role) {
   auto* buffer = reinterpret_cast<GpuBuffer*>(handle);
@@ -31,6 +26,8 @@ Result<GpuBuffer*> owned_buffer(GpuBackend& b, TM_Buffer* handle, const ops::Ten
   return buffer;
 }
 
+}  // namespace
+
 Result<InputRef> input_of(GpuBackend& b, const ops::TensorArgument& t) {
   InputRef ref;
   if (t.arg.buffer != nullptr) {
@@ -41,6 +38,8 @@ Result<InputRef> input_of(GpuBackend& b, const ops::TensorArgument& t) {
   }
   return ref;
 }
+
+namespace {
 
 /// Alignment the fast kernels need of every row start (their word loads).
 uint64_t word_alignment(KernelDType dtype) {
@@ -54,6 +53,8 @@ uint64_t word_alignment(KernelDType dtype) {
     default: return 2;
   }
 }
+
+}  // namespace
 
 Status over_budget(uint64_t need, uint64_t budget, const char* what) {
   if (budget == 0 || need <= budget) return Status::Ok();
@@ -76,7 +77,6 @@ uint64_t chunk_limit(const GpuBackend& b, uint64_t budget) {
   return limit;
 }
 
-}  // namespace
 
 Result<OutputRef> output_of(GpuBackend& b, const ops::TensorArgument& t) {
   OutputRef ref;
@@ -267,41 +267,6 @@ Result<RunReport> run_decode(GpuBackend& b, const ops::DecodeArgs& args, uint64_
   return report;
 }
 
-namespace {
-
-/// Calls `launch(data, elems)` on the compute stream over the input's `total_blocks` whole
-/// blocks: once over resident bytes, or chunk by chunk through scratch slots 2 and 3 (of
-/// `chunk_bytes`), each chunk's upload overlapping the kernels of the one before.
-template <typename Launch>
-Status over_input_chunks(GpuBackend& b, const InputRef& in, tm_gpu::KernelBlock block, uint64_t total_blocks,
-                         uint64_t chunk_blocks, Launch&& launch) {
-  uint8_t* chunks[2] = {nullptr, nullptr};
-  if (!in.device && total_blocks > 0) {
-    TM_ASSIGN_OR_RETURN(chunks[0], b.scratch(2, chunk_blocks * block.bytes));
-    TM_ASSIGN_OR_RETURN(chunks[1], b.scratch(3, chunk_blocks * block.bytes));
-  }
-  cudaStream_t stream = b.compute_stream();
-  const uint64_t step = in.device ? std::max<uint64_t>(total_blocks, 1) : chunk_blocks;
-  for (uint64_t first = 0, k = 0; first < total_blocks; first += step, ++k) {
-    const uint64_t n_blocks = std::min(step, total_blocks - first);
-    const uint64_t offset = first * block.bytes;
-    const uint8_t* data = nullptr;
-    const int slot = static_cast<int>(k & 1u);
-    if (in.device) {
-      data = in.device + offset;
-    } else {
-      TM_RETURN_IF_ERROR(b.check(cudaEventSynchronize(b.event(4 + slot)), "waiting for a chunk"));
-      TM_RETURN_IF_ERROR(b.copy_to_device_async(chunks[slot], in.host + offset, n_blocks * block.bytes, b.event(2 + slot)));
-      TM_RETURN_IF_ERROR(b.check(cudaStreamWaitEvent(stream, b.event(2 + slot), 0), "ordering a chunk"));
-      data = chunks[slot];
-    }
-    TM_RETURN_IF_ERROR(launch(data, n_blocks * block.elems));
-    if (!in.device) TM_RETURN_IF_ERROR(b.check(cudaEventRecord(b.event(4 + slot), stream), "recording a chunk event"));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<RunReport> run_histogram(GpuBackend& b, const ops::HistogramArgs& args, uint64_t memory_budget) {
   const auto kdt = kernel_dtype(args.input.dtype);

@@ -1,4 +1,4 @@
-// The host side of the three core operations: where the input is (a resident buffer, or host
+// The host side of the core operations: where the input is (a resident buffer, or host
 // memory streamed in chunks while earlier chunks compute), launches, and results back to the host.
 #pragma once
 
@@ -44,5 +44,15 @@ Result<RunReport> run_histogram(GpuBackend& backend, const ops::HistogramArgs& a
 /// tm.radix_histogram@1 on validated arguments.
 Result<RunReport> run_radix_histogram(GpuBackend& backend, const ops::RadixHistogramArgs& args,
                                       uint64_t memory_budget);
+
+/// Device memory tm.top_k@1 needs beyond its outputs (counters, candidates, streamed chunks).
+uint64_t top_k_working_bytes(const GpuBackend& backend, const ops::TopKArgs& args, uint64_t memory_budget);
+/// tm.top_k@1 on validated arguments (gpu_top_k.cpp); `*written` = entries before the padding.
+Result<RunReport> run_top_k(GpuBackend& backend, const ops::TopKArgs& args, uint64_t memory_budget, uint64_t* written);
+
+/// Device memory tm.channel_stats@1 needs beyond resident outputs (partials, counts, host outputs' copies, chunks).
+uint64_t channel_stats_working_bytes(const GpuBackend& backend, const ops::ChannelStatsArgs& args, uint64_t memory_budget);
+/// tm.channel_stats@1 on validated arguments (gpu_channel_stats.cpp).
+Result<RunReport> run_channel_stats(GpuBackend& backend, const ops::ChannelStatsArgs& args, uint64_t memory_budget);
 
 }  // namespace tensormorph::gpu

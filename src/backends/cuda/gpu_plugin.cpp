@@ -32,10 +32,8 @@ Result<ops::CoreOp> core_op_of(const TM_OpInstance& op) {
   const TM_OpInstance instance = ops::read_abi_struct(&op);
   if (instance.op == nullptr) return Status::InvalidArgument(TM_GPU_VENDOR ": operation instance names no operation");
   auto kind = ops::core_op_from_id(instance.op);
-  // The exact summary is a sequential host pass over rare types: it has no device kernel. Top-k
-  // and channel statistics have none yet: the CPU serves them.
-  if (!kind || *kind == ops::CoreOp::kExactSummary || *kind == ops::CoreOp::kTopK ||
-      *kind == ops::CoreOp::kChannelStats) {
+  // The exact summary is a sequential host pass over rare types: it has no device kernel.
+  if (!kind || *kind == ops::CoreOp::kExactSummary) {
     return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + instance.op);
   }
   return *kind;
@@ -89,6 +87,7 @@ Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op
   const double read_gbps = std::max(1.0, b.rates().device_read);
   DType dtype = DType::kF32;
   double efficiency = 1.0;
+  double extra_ns = 0.0;
   switch (kind) {
     case ops::CoreOp::kTileStats: {
       TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(op));
@@ -123,14 +122,36 @@ Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op
       efficiency = args.prefixes.elems > 0 ? 0.25 : 0.02;
       break;
     }
-    case ops::CoreOp::kExactSummary:
-    case ops::CoreOp::kTopK:
-    case ops::CoreOp::kChannelStats: break;  // refused by core_op_of
+    case ops::CoreOp::kTopK: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_top_k(op));
+      dtype = args.input.dtype;
+      if (!kernel_dtype(dtype)) break;
+      // Two passes (the top digit's histogram, the collection), a third or more when the threshold's
+      // bucket is crowded; then the host sorts about k candidates.
+      cost.bytes_read = 2 * args.input.arg.nbytes;
+      cost.bytes_written = args.indices.arg.nbytes + args.values.arg.nbytes;
+      cost.working_bytes = top_k_working_bytes(b, args, 0);
+      efficiency = 0.5;
+      extra_ns = 3 * kLaunchOverheadNs + static_cast<double>(args.k) * 30.0;  // syncs between passes; the sort
+      break;
+    }
+    case ops::CoreOp::kChannelStats: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(op));
+      dtype = args.input.dtype;
+      if (!kernel_dtype(dtype)) break;
+      // One read from device memory (the column pass finds each band in L2) at the kernels' pace.
+      cost.bytes_read = args.input.arg.nbytes;
+      cost.bytes_written = args.rows_out.arg.nbytes + args.cols_out.arg.nbytes;
+      cost.working_bytes = channel_stats_working_bytes(b, args, 0);
+      efficiency = 0.4;
+      break;
+    }
+    case ops::CoreOp::kExactSummary: break;  // refused by core_op_of
   }
   if (!kernel_dtype(dtype)) {
     return Status::Unimplemented(std::string(TM_GPU_VENDOR " does not implement ") + std::string(dtype_name(dtype)));
   }
-  cost.compute_ns = kLaunchOverheadNs + static_cast<double>(cost.bytes_read) / (read_gbps * efficiency) +
+  cost.compute_ns = kLaunchOverheadNs + extra_ns + static_cast<double>(cost.bytes_read) / (read_gbps * efficiency) +
                     static_cast<double>(cost.bytes_written) / read_gbps;
   return cost;
 }
@@ -194,8 +215,7 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       support.level = TM_SUPPORT_PARTIAL;
       reason = "values tiles with cells of 8 or more elements (block statistics on the device, colours on the host); "
                "smaller cells fall back";
-    } else if (!kind || *kind == ops::CoreOp::kExactSummary || *kind == ops::CoreOp::kTopK ||
-               *kind == ops::CoreOp::kChannelStats) {
+    } else if (!kind || *kind == ops::CoreOp::kExactSummary) {
       reason = std::string(TM_GPU_VENDOR " does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
@@ -204,6 +224,8 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
                std::string(dtype_name(*dtype));
     } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
       reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
+    } else if (*kind == ops::CoreOp::kChannelStats && q.shape_class != TM_SHAPE_MATRIX) {
+      reason = "tm.channel_stats@1 takes a 2-D tensor";
     } else {
       support.level = TM_SUPPORT_FULL;  // bitwise: the canonical order, no FMA, the CPU's decoders
     }
@@ -327,9 +349,26 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
         TM_ASSIGN_OR_RETURN(run, run_radix_histogram(b, args, policy.memory_budget_bytes));
         break;
       }
-      case ops::CoreOp::kExactSummary:
-      case ops::CoreOp::kTopK:
-      case ops::CoreOp::kChannelStats: break;  // refused by core_op_of
+      case ops::CoreOp::kChannelStats: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(*op));
+        TM_ASSIGN_OR_RETURN(run, run_channel_stats(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kTopK: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_top_k(*op));
+        uint64_t written = 0;
+        TM_ASSIGN_OR_RETURN(run, run_top_k(b, args, policy.memory_budget_bytes, &written));
+        ops::write_execution_report(report, TM_EXACT_BITWISE, run.device_ns, run.bytes_read, run.bytes_written);
+        if (report != nullptr) {
+          // Data-dependent outputs: how much of each holds entries (the rest is padding).
+          TM_ExecutionReport r = ops::read_abi_struct(report);
+          r.output_nbytes[0] = written * sizeof(uint64_t);
+          r.output_nbytes[1] = written * sizeof(float);
+          ops::write_abi_struct(r, report);
+        }
+        return Status::Ok();
+      }
+      case ops::CoreOp::kExactSummary: break;  // refused by core_op_of
     }
     ops::write_execution_report(report, TM_EXACT_BITWISE, run.device_ns, run.bytes_read, run.bytes_written);
     return Status::Ok();

@@ -142,6 +142,86 @@ cudaError_t launch_radix_histogram(KernelDType dtype, const RadixJob& job, cudaS
 /// Adds the job's private copies into job.counts, once every launch over the input is enqueued.
 cudaError_t launch_radix_merge_copies(const RadixJob& job, cudaStream_t stream);
 
+/// One candidate of tm.top_k@1 (top_k.cu): its magnitude key, value and flat index.
+struct TopKCandidate {
+  uint32_t key;    ///< bits of |x|
+  float value;     ///< the decoded value
+  uint64_t index;  ///< flat element index
+};
+
+/// Elements of one tie segment of tm.top_k@1: ties at the threshold key are taken by position,
+/// so the elements equal to it are counted per aligned run of this many elements.
+constexpr uint64_t kTopKSegmentElems = uint64_t{1} << 16;
+
+/// One launch of tm.top_k@1's collection over `elems` elements starting at flat index `base`:
+/// every finite element with key >= `lo`, and (when `tie`) those with key == `tie_key` whose
+/// segment ((base + i) / kTopKSegmentElems) is at most `tie_segment`, are appended to
+/// `out[atomicAdd(count)]` (order unspecified; the host sorts). Entries past `capacity` are dropped.
+struct TopKJob {
+  const uint8_t* in = nullptr;
+  uint64_t elems = 0;
+  uint64_t base = 0;
+  uint32_t lo = 0;
+  bool tie = false;
+  uint32_t tie_key = 0;
+  uint64_t tie_segment = 0;
+  TopKCandidate* out = nullptr;
+  unsigned long long* count = nullptr;
+  uint64_t capacity = 0;
+  unsigned long long* segment_counts = nullptr;  ///< for launch_top_k_segment_counts: per segment, added to
+  bool aligned = false;
+  const float* f8_table = nullptr;
+};
+
+/// Appends the job's candidates.
+cudaError_t launch_top_k_collect(KernelDType dtype, const TopKJob& job, cudaStream_t stream);
+/// Adds to job.segment_counts[s] (s the absolute segment) the elements of segment s in this launch
+/// whose key is job.tie_key (a finite key).
+cudaError_t launch_top_k_segment_counts(KernelDType dtype, const TopKJob& job, cudaStream_t stream);
+
+/// Per column of tm.channel_stats@1, what the column kernels accumulate with atomics.
+struct ColumnCounts {
+  unsigned long long nan, pos_inf, neg_inf, zeros;
+  int32_t min_key, max_key;  ///< order keys (gpu_device.cuh)
+  uint32_t absmax_bits;      ///< bits of the largest |finite value| (0 when none)
+  uint32_t reserved;
+};
+
+/// One band of rows of tm.channel_stats@1 (channel_stats.cu). The band starts at matrix row
+/// `first_row`, a multiple of `block_rows` (a power of two); row kernels write one TM_TileStats per
+/// row; column kernels sum each column over the band's aligned blocks of `block_rows` rows (subtrees
+/// of the pairwise tree) into `partial_sum/sq[block * cols + col]` and add counts and extremes to
+/// `counts[col]`.
+struct ChannelJob {
+  const uint8_t* data = nullptr;  ///< the band's first row
+  uint64_t row_bytes = 0;
+  uint64_t rows = 0;              ///< rows in this band
+  uint64_t cols = 0;
+  uint64_t first_row = 0;         ///< matrix row of the band's first row
+  uint64_t row_slots = 0;         ///< bit_ceil(cols): the halving tree of a row
+  uint32_t block_rows = 0;        ///< rows per column partial, a power of two <= kChannelMaxBlockRows
+  bool aligned = false;           ///< data and row_bytes aligned for the dtype's element loads
+  TM_TileStats* row_stats = nullptr;  ///< [rows] of this band
+  double* partial_sum = nullptr;      ///< [matrix blocks * cols]
+  double* partial_sq = nullptr;
+  ColumnCounts* counts = nullptr;     ///< [cols]
+  const float* f8_table = nullptr;
+};
+
+/// Rows of a column partial at most (the column kernel's counter holds log2 of it levels in registers).
+constexpr uint32_t kChannelMaxBlockRows = 1024;
+
+/// Sets counts[0..cols) to their empty values.
+cudaError_t launch_channel_init(ColumnCounts* counts, uint64_t cols, cudaStream_t stream);
+/// Row statistics of the band.
+cudaError_t launch_channel_rows(KernelDType dtype, const ChannelJob& job, cudaStream_t stream);
+/// Column partials and counts of the band.
+cudaError_t launch_channel_columns(KernelDType dtype, const ChannelJob& job, cudaStream_t stream);
+/// Merges the `blocks` partials of each column (the pairwise tree over bit_ceil(rows) / block_rows
+/// slots, the ones past `blocks` +0.0) with its counts into out[0..cols); `rows` is the matrix's.
+cudaError_t launch_channel_merge(const ChannelJob& job, uint64_t rows, uint64_t blocks, TM_TileStats* out,
+                                 cudaStream_t stream);
+
 /// Reads `bytes` (a multiple of 16) at `data` and folds them into `*sink` (device memory bandwidth probe).
 cudaError_t launch_read_probe(const void* data, uint64_t bytes, unsigned long long* sink, cudaStream_t stream);
 
