@@ -131,8 +131,15 @@ TEST(OutliersCommand, ListsTheLargestMagnitudesWithTheirPositions) {
 }
 
 TEST(ChannelStats, CpuEqualsTheReferenceForAnyThreadCountAndShape) {
+  // Wider shapes than one column strip (512), with a ragged last strip, and widths that are not a
+  // power of two (for the dtypes whose blocks allow them); rows of 8 and more segments, whose pairs
+  // are visited in bit-reversed order.
+  const std::pair<uint64_t, uint64_t> shapes[] = {{1, 256}, {3, 512}, {300, 256}, {4097, 256}, {0, 256}, {5, 1536},
+                                                  {67, 1280}, {2, 2048}, {9, 1000}, {4, 1}, {33, 3}, {1, 2},
+                                                  {3, 4608}, {2, 16384}};
   for (const DType dtype : {DType::kF32, DType::kBF16, DType::kQ4_K, DType::kQ8_0}) {
-    for (const auto& [rows, cols] : {std::pair<uint64_t, uint64_t>{1, 256}, {3, 512}, {300, 256}, {4097, 256}, {0, 256}}) {
+    for (const auto& [rows, cols] : shapes) {
+      if (cols % dtype_info(dtype).block_elems != 0) continue;
       const auto bytes = random_bits(dtype, rows * cols, 11 + static_cast<uint32_t>(rows));
       const ops::MatrixView m{dtype, bytes, rows, cols};
       std::vector<TM_TileStats> want_rows(rows), want_cols(cols);
