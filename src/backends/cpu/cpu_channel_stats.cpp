@@ -29,6 +29,7 @@
 
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_words.h"
 #include "backends/cpu/tile_stats/tile_stats.h"
 #include "compute/ops/channel_stats.h"
 #include "compute/ops/radix_histogram.h"
@@ -74,18 +75,6 @@ inline float from_order_key(uint32_t key, uint32_t none, float none_value) {
 struct ValueKeys {
   uint32_t low, high, abs, zero, special;
 };
-/// The float32 bits of element i of `raw`: float32 words, or BF16's top halves (read in place).
-template <typename Raw>
-[[gnu::always_inline]] inline uint32_t float_bits(const std::byte* raw, uint64_t i) {
-  Raw r;
-  std::memcpy(&r, raw + i * sizeof(Raw), sizeof r);
-  return sizeof(Raw) == 2 ? static_cast<uint32_t>(r) << 16 : static_cast<uint32_t>(r);
-}
-template <typename Raw>
-[[gnu::always_inline]] inline float value_at(const std::byte* raw, uint64_t i) {
-  return std::bit_cast<float>(float_bits<Raw>(raw, i));
-}
-
 [[gnu::always_inline]] inline ValueKeys keys_of(uint32_t bits) {
   const uint32_t special = (bits & 0x7f800000u) == 0x7f800000u;
   const uint32_t finite_mask = special - 1;  // all ones when finite
@@ -313,11 +302,6 @@ struct StripScratch {
   std::unique_ptr<PairwiseCounter> sums, squares;
   Status status;
 };
-
-/// Element i of float32 words, or of BF16 words when `bf16`.
-float word_value(const std::byte* words, uint64_t i, bool bf16) {
-  return bf16 ? value_at<uint16_t>(words, i) : value_at<uint32_t>(words, i);
-}
 
 /// One call's matrix as the column pass reads it, and where its tiles' partial records go.
 struct ColumnPass {

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_words.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -95,14 +96,6 @@ template <ops::RadixKey K>
   } else {
     return ops::magnitude_key(x);
   }
-}
-
-/// The float32 bits of element i of `raw`: F32 (or decoded) words, or BF16's top halves.
-template <typename Raw>
-[[gnu::always_inline]] inline uint32_t float_bits(const std::byte* raw, size_t i) {
-  Raw r;
-  std::memcpy(&r, raw + i * sizeof(Raw), sizeof r);
-  return sizeof(Raw) == 2 ? static_cast<uint32_t>(r) << 16 : static_cast<uint32_t>(r);
 }
 
 /// Each element's digit under key K, the spare slot for non-finite ones; returns how many were

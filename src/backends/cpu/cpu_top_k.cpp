@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_words.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -30,14 +31,6 @@ struct ThreadBest {
   std::vector<ops::TopKEntry> heap;  // at most k, the worst on top
   Status status;
 };
-
-/// The float32 bits of element i of `words`: float32 words, or BF16's top halves (read in place).
-template <typename Raw>
-[[gnu::always_inline]] inline uint32_t float_bits(const std::byte* words, uint64_t i) {
-  Raw r;
-  std::memcpy(&r, words + i * sizeof(Raw), sizeof r);
-  return sizeof(Raw) == 2 ? static_cast<uint32_t>(r) << 16 : static_cast<uint32_t>(r);
-}
 
 /// Whether any of n elements is finite with a magnitude key of at least `lo` (one unsigned range
 /// test per element, no branch: the loop vectorizes).
