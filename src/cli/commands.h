@@ -20,7 +20,8 @@ namespace tensormorph::cli {
 
 /// Process exit codes shared by every command. kExitNeedsConsent: an exact result was out of the
 /// memory or time budget and no ladder rung was consented to (the ladder was printed).
-enum ExitCode : int { kExitOk = 0, kExitUserError = 1, kExitUsage = 2, kExitNeedsConsent = 3 };
+/// kExitGateFailed: a --fail-above (or --fail-on-unmatched) limit of diff/quantize-error was exceeded.
+enum ExitCode : int { kExitOk = 0, kExitUserError = 1, kExitUsage = 2, kExitNeedsConsent = 3, kExitGateFailed = 4 };
 
 /// A registered subcommand: its CLI11 node and the body to run once it was parsed.
 struct Command {
@@ -40,6 +41,10 @@ Command add_quantiles_command(CLI::App& app);
 Command add_outliers_command(CLI::App& app);
 /// `tensormorph channels PATH [--tensor GLOB...] [--axis rows|cols] [--sort KEY] [--json|--csv]`.
 Command add_channels_command(CLI::App& app);
+/// `tensormorph diff A B [--tensor GLOB...] [--sort METRIC] [--fail-above METRIC=VALUE] [--json|--csv]`.
+Command add_diff_command(CLI::App& app);
+/// `tensormorph quantize-error PATH [B] [--type T,...] [--tensor GLOB...] [--json|--csv]`.
+Command add_quantize_error_command(CLI::App& app);
 /// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
 Command add_export_command(CLI::App& app);
 /// `tensormorph backends [--json]`.

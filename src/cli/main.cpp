@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
       add_quantiles_command(app),
       add_outliers_command(app),
       add_channels_command(app),
+      add_diff_command(app),
+      add_quantize_error_command(app),
       add_export_command(app),
       add_backends_command(app),
       add_config_command(app),

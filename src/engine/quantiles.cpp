@@ -127,15 +127,14 @@ Result<KeySelection> select_keys(const RadixPass& pass, ops::RadixKey key, doubl
   return out;
 }
 
-namespace {
-
-/// numpy's "inverted_cdf" index: ceil(n q) - 1 computed as numpy does, clamped to [0, n - 1].
 uint64_t inverted_cdf_rank(uint64_t n, double q) {
   const double index = static_cast<double>(n) * q - 1.0;
   const double previous = std::floor(index);
   const double rank = index - previous > 0 ? previous + 1 : previous;
   return rank <= 0 ? 0 : std::min<uint64_t>(static_cast<uint64_t>(rank), n - 1);
 }
+
+namespace {
 
 /// numpy's "linear" virtual index (n - 1) q and its neighbours.
 struct LinearIndex {

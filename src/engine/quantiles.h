@@ -44,6 +44,10 @@ struct KeySelection {
 Result<KeySelection> select_keys(const RadixPass& pass, ops::RadixKey key, double center, uint32_t known_low_bits,
                                  const RanksOf& ranks_of);
 
+/// numpy's "inverted_cdf" index of probability `q` among `n` sorted values: ceil(n q) - 1 computed
+/// as numpy does, clamped to [0, n - 1].
+uint64_t inverted_cdf_rank(uint64_t n, double q);
+
 /// Low bits of the float32 decoding of every value of `dtype` that are always zero (16 for BF16,
 /// the 8-bit floats and integers: their order keys are known after one 16-bit digit).
 uint32_t decoded_zero_low_bits(DType dtype);
