@@ -62,12 +62,13 @@ Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBand
   out.reference = reference;
   out.block_elements = dtype_info(quantized).block_elems;
   const uint64_t elements = m.rows * m.cols;
-  // 1. Difference statistics of (quantized, reference), in chunk-aligned bands.
+  // 1. Difference statistics, in chunk-aligned bands.
   std::vector<TM_DiffStats> chunks;
   for (uint64_t r0 = 0; r0 < m.rows && elements > 0; r0 += chunk_band_rows) {
     const uint64_t r1 = std::min(m.rows, r0 + chunk_band_rows);
     TM_ASSIGN_OR_RETURN(auto band, bands(r0, r1));
-    TM_ASSIGN_OR_RETURN(auto part, run_diff_stats(scheduler, band.quantized, band.reference, (r1 - r0) * m.cols,
+    // The reference first: relative figures divide by its norm (and d = reference - quantized = -e).
+    TM_ASSIGN_OR_RETURN(auto part, run_diff_stats(scheduler, band.reference, band.quantized, (r1 - r0) * m.cols,
                                                   r0 * m.cols, records, max_threads));
     chunks.insert(chunks.end(), part.begin(), part.end());
   }
@@ -296,7 +297,7 @@ nlohmann::ordered_json quantization_error_json(const QuantizationError& e) {
                               {"p50_abs", e.p50_abs},
                               {"p95_abs", e.p95_abs},
                               {"p99_abs", e.p99_abs},
-                              {"mean_error", number(e.metrics.mean_diff)},
+                              {"mean_error", number(-e.metrics.mean_diff)},
                               {"rel_rms", number(e.metrics.relative_frobenius)},
                               {"snr_db", number(e.metrics.snr_db)},
                               {"cosine", number(e.metrics.cosine)},

@@ -26,8 +26,8 @@ struct QuantizationErrorOptions {
 struct QuantizationError {
   DType quantized = DType::kF32;   ///< the quantized side's type
   DType reference = DType::kF32;   ///< the reference side's type
-  TM_DiffStats stats{};            ///< of (quantized, reference): max |e|, sums, counts
-  ops::DiffMetrics metrics;        ///< RMSE, relative error, SNR, ... (a = quantized, b = reference)
+  TM_DiffStats stats{};            ///< of (a = reference, b = quantized): max |e|, sums, counts
+  ops::DiffMetrics metrics;        ///< RMSE, error relative to the reference, SNR; mean_diff is -mean(e)
   /// Exact order statistics of |e| over finite pairs (numpy's inverted_cdf): the median, p95, p99.
   double p50_abs = 0, p95_abs = 0, p99_abs = 0;
   double histogram_lo = 0, histogram_hi = 0;  ///< the histogram's range
