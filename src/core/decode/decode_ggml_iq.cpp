@@ -10,12 +10,12 @@
 //                 value = (d * (ls - 32)) * book[nibble]
 // Within each 32-element group, element j is the low nibble of qs[j], element j+16 the high one.
 #include "core/decode/decode_internal.h"
+#include "core/ggml_iq4_codebook.h"
 
 namespace tensormorph::decode_internal {
 namespace {
 
-/// ggml's IQ4 codebook (a non-uniform grid on [-127, 113]).
-constexpr float kIq4Book[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+using ggml_tables::kIq4Book;
 
 /// Decodes one group of 32 nibbles with the float scale `d`.
 inline void iq4_group(const std::byte* qs, float d, float* y) {

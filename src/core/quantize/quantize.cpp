@@ -1,10 +1,15 @@
+// Dispatch of encode_from_f32 and the scalar encoders (F16, BF16). The ggml block encoders live
+// in quantize_ggml_{legacy,kquants,iq4,ternary}.cpp behind quantize_internal.h.
 #include "core/quantize/quantize.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
+
+#include "core/quantize/quantize_internal.h"
 
 namespace tensormorph {
 namespace {
@@ -14,44 +19,13 @@ void put(std::vector<std::byte>& out, size_t at, T value) {
   std::memcpy(out.data() + at, &value, sizeof value);
 }
 
-// ggml's reference Q8_0: one half scale, 32 signed bytes.
-void encode_q8_0(std::span<const float> x, std::vector<std::byte>& out) {
-  constexpr size_t kBlock = 32, kBytes = 34;
-  for (size_t b = 0; b < x.size() / kBlock; ++b) {
-    const float* v = x.data() + b * kBlock;
-    float amax = 0.0f;
-    for (size_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    put(out, b * kBytes, f32_to_f16(d));
-    for (size_t i = 0; i < kBlock; ++i) {
-      out[b * kBytes + 2 + i] = static_cast<std::byte>(static_cast<int8_t>(std::lround(v[i] * id)));
-    }
-  }
-}
-
-// ggml's reference Q4_0: scale from the signed value of largest magnitude, nibbles split in halves.
-void encode_q4_0(std::span<const float> x, std::vector<std::byte>& out) {
-  constexpr size_t kBlock = 32, kBytes = 18;
-  for (size_t b = 0; b < x.size() / kBlock; ++b) {
-    const float* v = x.data() + b * kBlock;
-    float amax = 0.0f, max = 0.0f;
-    for (size_t i = 0; i < kBlock; ++i) {
-      if (std::fabs(v[i]) > amax) {
-        amax = std::fabs(v[i]);
-        max = v[i];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    put(out, b * kBytes, f32_to_f16(d));
-    for (size_t i = 0; i < kBlock / 2; ++i) {
-      const auto lo = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(v[i] * id + 8.5f))));
-      const auto hi =
-          static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(v[i + 16] * id + 8.5f))));
-      out[b * kBytes + 2 + i] = static_cast<std::byte>(lo | (hi << 4));
-    }
-  }
+/// The block encoder of a ggml quantized type; nullopt for scalar and unsupported types.
+std::optional<quantize_internal::BlockEncoder> find_block_encoder(DType dtype) {
+  using namespace quantize_internal;
+  if (auto e = find_ggml_legacy_encoder(dtype)) return e;
+  if (auto e = find_ggml_kquant_encoder(dtype)) return e;
+  if (auto e = find_ggml_iq4_encoder(dtype)) return e;
+  return find_ggml_ternary_encoder(dtype);
 }
 
 }  // namespace
@@ -79,32 +53,33 @@ uint16_t f32_to_bf16(float value) {
 }
 
 bool dtype_encodable(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0: case DType::kQ4_0:
-      return true;
-    default:
-      return false;
-  }
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 || find_block_encoder(dtype).has_value();
 }
 
 Result<std::vector<std::byte>> encode_from_f32(DType dtype, std::span<const float> values) {
-  if (!dtype_encodable(dtype)) {
+  if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16) {
+    TM_ASSIGN_OR_RETURN(uint64_t bytes, dtype_storage_bytes(dtype, values.size()));
+    std::vector<std::byte> out(bytes);
+    if (dtype == DType::kF32) {
+      if (bytes != 0) std::memcpy(out.data(), values.data(), bytes);
+    } else {
+      const bool half = dtype == DType::kF16;
+      for (size_t i = 0; i < values.size(); ++i) put(out, 2 * i, half ? f32_to_f16(values[i]) : f32_to_bf16(values[i]));
+    }
+    return out;
+  }
+  const auto encoder = find_block_encoder(dtype);
+  if (!encoder) {
     return Status::Unimplemented("encoding to " + std::string(dtype_name(dtype)) + " is not implemented");
   }
-  TM_ASSIGN_OR_RETURN(uint64_t bytes, dtype_storage_bytes(dtype, values.size()));
-  std::vector<std::byte> out(bytes);
-  switch (dtype) {
-    case DType::kF32: std::memcpy(out.data(), values.data(), bytes); break;
-    case DType::kF16:
-      for (size_t i = 0; i < values.size(); ++i) put(out, 2 * i, f32_to_f16(values[i]));
-      break;
-    case DType::kBF16:
-      for (size_t i = 0; i < values.size(); ++i) put(out, 2 * i, f32_to_bf16(values[i]));
-      break;
-    case DType::kQ8_0: encode_q8_0(values, out); break;
-    case DType::kQ4_0: encode_q4_0(values, out); break;
-    default: break;
+  if (values.size() % encoder->block_elems != 0) {
+    return Status::InvalidArgument("cannot encode " + std::to_string(values.size()) + " values as " +
+                                   std::string(dtype_name(dtype)) + ": not a whole number of " +
+                                   std::to_string(encoder->block_elems) + "-element blocks");
   }
+  const uint64_t blocks = values.size() / encoder->block_elems;
+  std::vector<std::byte> out(blocks * encoder->block_bytes);
+  if (blocks != 0) encoder->encode(values.data(), blocks, out.data());
   return out;
 }
 
