@@ -13,7 +13,7 @@ namespace tensormorph {
 /// True when decode_to_f32 can convert `dtype`.
 bool dtype_decodable(DType dtype);
 
-/// Why `dtype` cannot be decoded (empty when it can), e.g. "IQ2_XXS decoding is not implemented yet".
+/// Why `dtype` cannot be decoded (empty when it can), e.g. "C64 is complex-valued and has no real float decoding".
 std::string_view dtype_not_decodable_reason(DType dtype);
 
 /// Decodes `elems` elements stored at `src` into `out`.

@@ -70,16 +70,8 @@ bool dtype_decodable(DType dtype) { return find_decoder(dtype).has_value(); }
 std::string_view dtype_not_decodable_reason(DType dtype) {
   if (static_cast<size_t>(dtype) >= static_cast<size_t>(DType::kCount)) return "not a known dtype";
   if (dtype_decodable(dtype)) return {};
-  // The IQ2/IQ3/IQ1 families look their values up in ggml's large lattice grid tables.
   switch (dtype) {
     case DType::kC64: return "C64 is complex-valued and has no real float decoding";
-    case DType::kIQ2_XXS: return "IQ2_XXS decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ2_XS: return "IQ2_XS decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ2_S: return "IQ2_S decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ3_XXS: return "IQ3_XXS decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ3_S: return "IQ3_S decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ1_S: return "IQ1_S decoding is not implemented yet (it needs ggml's lattice grid tables)";
-    case DType::kIQ1_M: return "IQ1_M decoding is not implemented yet (it needs ggml's lattice grid tables)";
     default: return "decoding this dtype is not implemented";
   }
 }

@@ -35,7 +35,7 @@ std::optional<BlockDecoder> find_scalar_decoder(DType dtype);
 std::optional<BlockDecoder> find_ggml_legacy_decoder(DType dtype);
 /// Decoder for Q2_K..Q6_K and Q8_K; nullopt for others.
 std::optional<BlockDecoder> find_ggml_kquant_decoder(DType dtype);
-/// Decoder for IQ4_NL and IQ4_XS; nullopt for the other IQ types and everything else.
+/// Decoder for the IQ types (IQ1_S, IQ1_M, IQ2_*, IQ3_*, IQ4_NL, IQ4_XS); nullopt for others.
 std::optional<BlockDecoder> find_ggml_iq_decoder(DType dtype);
 /// Decoder for TQ1_0 and TQ2_0; nullopt for others.
 std::optional<BlockDecoder> find_ggml_ternary_decoder(DType dtype);
