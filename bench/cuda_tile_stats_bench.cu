@@ -3,7 +3,8 @@
 //   2. tm.tile_stats@1 on resident data (the module's execute on a device buffer) per dtype, with
 //      its ratio to the read bandwidth, the CPU backend on the same bytes, and a bitwise check;
 //      then tm.radix_histogram@1's top-digit pass (one pass of an exact quantile), tm.top_k@1
-//      (k = 10) and tm.channel_stats@1 the same way;
+//      (k = 10), tm.channel_stats@1 and tm.diff_stats@1 (against a changed copy, both resident)
+//      the same way;
 //   3. the scheduler's choices on a host-resident and then a device-resident tensor (records);
 //   4. the BF16 tensor written as safetensors for the PyTorch peer (bench/cuda_torch_peer.py).
 //
@@ -332,6 +333,34 @@ struct ChannelInstance {
   }
 };
 
+/// A tm.diff_stats@1 instance over the matrix and a same-sized second tensor.
+struct DiffInstance {
+  TM_TensorArg in[2]{}, out{};
+  TM_OpInstance op{};
+  std::vector<TM_DiffStats> chunks;
+
+  DiffInstance(const Case& c, const void* host_a, TM_Buffer* a, const void* host_b, TM_Buffer* b)
+      : chunks((c.rows * c.cols + TM_DIFF_CHUNK - 1) / TM_DIFF_CHUNK) {
+    for (int i = 0; i < 2; ++i) {
+      in[i].struct_size = sizeof(TM_TensorArg);
+      in[i].dtype = tmx::to_abi_dtype(c.dtype);
+      in[i].rank = 1;
+      in[i].shape[0] = c.rows * c.cols;
+      in[i].nbytes = c.bytes.size();
+    }
+    in[0].host_data = host_a;
+    in[0].buffer = a;
+    in[1].host_data = host_b;
+    in[1].buffer = b;
+    out.struct_size = sizeof(TM_TensorArg);
+    out.dtype = TM_DTYPE_U8;
+    out.rank = 1;
+    out.shape[0] = out.nbytes = chunks.size() * sizeof(TM_DiffStats);
+    out.host_out = chunks.data();
+    op = {sizeof op, TM_OP_DIFF_STATS, in, 2, &out, 1, nullptr, 0};
+  }
+};
+
 TM_ExecutionPolicy bitwise_policy() {
   TM_ExecutionPolicy p{};
   p.struct_size = sizeof p;
@@ -523,6 +552,41 @@ int main(int argc, char** argv) {
     last["channel_stats_of_read_bandwidth"] = chan_gbps / memory.read_gbps;
     last["channel_stats_cpu_gbps"] = chan_cpu_gbps;
     last["channel_stats_bitwise_equal_to_cpu"] = chan_same;
+    // tm.diff_stats@1 of this tensor against a copy with every 4099th byte changed, both resident:
+    // the figure of `diff` on a GPU holding both checkpoints, as bytes of both inputs per second.
+    std::vector<std::byte> changed = c.bytes;
+    for (size_t i = 0; i < changed.size(); i += 4099) changed[i] = static_cast<std::byte>(static_cast<uint8_t>(changed[i]) ^ 1u);
+    auto second = gpu->allocate(changed.size());
+    if (!second.ok() || !gpu->write(*second, changed.data(), changed.size()).ok()) {
+      std::fprintf(stderr, "second buffer for diff_stats failed\n");
+      return 1;
+    }
+    DiffInstance diff_gpu(c, nullptr, *buffer, nullptr, *second), diff_cpu(c, c.bytes.data(), nullptr, changed.data(), nullptr);
+    std::vector<double> diff_times;
+    for (int i = 0; i < reps + 2; ++i) {
+      auto r = gpu->execute(diff_gpu.op, bitwise_policy());
+      if (!r.ok()) {
+        std::fprintf(stderr, "cuda diff_stats execute: %s\n", r.status().to_string().c_str());
+        return 1;
+      }
+      if (i >= 2) diff_times.push_back(r->device_ns);
+    }
+    auto dc = cpu->execute(diff_cpu.op, bitwise_policy());
+    if (!dc.ok()) {
+      std::fprintf(stderr, "cpu diff_stats execute: %s\n", dc.status().to_string().c_str());
+      return 1;
+    }
+    const bool diff_same =
+        std::memcmp(diff_gpu.chunks.data(), diff_cpu.chunks.data(), diff_gpu.chunks.size() * sizeof(TM_DiffStats)) == 0;
+    const double diff_gbps = 2 * bytes / median(diff_times), diff_cpu_gbps = 2 * bytes / dc->device_ns;
+    std::printf("%-8s   diff_stats (both resident): %6.0f GB/s of both inputs %5.1f%% of read, CPU %5.1f GB/s, bitwise %s\n",
+                std::string(tmx::dtype_name(dtype)).c_str(), diff_gbps, 100.0 * diff_gbps / memory.read_gbps, diff_cpu_gbps,
+                diff_same ? "yes" : "NO");
+    last["diff_stats_gbps"] = diff_gbps;
+    last["diff_stats_of_read_bandwidth"] = diff_gbps / memory.read_gbps;
+    last["diff_stats_cpu_gbps"] = diff_cpu_gbps;
+    last["diff_stats_bitwise_equal_to_cpu"] = diff_same;
+    gpu->release(*second);
     gpu->release(*buffer);
     if (dtype == tmx::DType::kBF16) bf16_case = std::move(c);
   }
