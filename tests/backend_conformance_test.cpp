@@ -302,6 +302,25 @@ std::vector<std::byte> case_input(const ops::CaseTensor& t, DType dtype, Data da
   return make_data(dtype, elems, data, seed);
 }
 
+/// Bytes of later input `i` of `c` (of `dtype`; input 0 is `first`, of `first_dtype`) holding decodable
+/// values, as the case's later_inputs asks: its own data, a copy of input 0 (when the dtypes agree),
+/// or input 0's decoded values encoded into `dtype` (when there is an encoder for it).
+std::vector<std::byte> later_input(const ops::ConformanceCase& c, size_t i, DType dtype, DType first_dtype,
+                                   const std::vector<std::byte>& first, Data data, uint32_t seed) {
+  using L = ops::ConformanceCase::LaterInput;
+  uint64_t elems = 1;
+  for (uint64_t d : c.inputs[i].shape) elems *= d;
+  if (c.later_inputs == L::kCopyOfFirst && dtype == first_dtype) return first;
+  if (c.later_inputs == L::kFirstReencoded && dtype_encodable(dtype)) {
+    std::vector<float> values(elems);
+    EXPECT_TRUE(decode_to_f32(first_dtype, first, elems, values.data()).ok());
+    auto encoded = encode_from_f32(dtype, values);
+    EXPECT_TRUE(encoded.ok()) << encoded.status().to_string();
+    if (encoded.ok()) return *encoded;
+  }
+  return case_input(c.inputs[i], dtype, data, seed);
+}
+
 uint64_t storage_bytes(DType dtype, const std::vector<uint64_t>& shape) {
   uint64_t elems = 1;
   for (uint64_t d : shape) elems *= d;
@@ -329,10 +348,11 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
         ASSERT_EQ(c.outputs.size(), def.outputs.size()) << id << " " << c.label;
         const std::vector<DType> dtypes = c.inputs[0].dtype ? std::vector<DType>{*c.inputs[0].dtype} : def.inputs[0].dtypes;
         for (const DType dtype : dtypes) {
+          // A later input without a dtype of its own takes input 0's.
+          auto input_dtype = [&](size_t i) { return i == 0 ? dtype : c.inputs[i].dtype.value_or(dtype); };
           std::vector<compute::QueryInput> query_inputs;
           for (size_t i = 0; i < c.inputs.size(); ++i) {
-            query_inputs.push_back({to_abi_dtype(i == 0 ? dtype : c.inputs[i].dtype.value_or(DType::kU8)),
-                                    compute::shape_class_of(c.inputs[i].shape)});
+            query_inputs.push_back({to_abi_dtype(input_dtype(i)), compute::shape_class_of(c.inputs[i].shape)});
           }
           const auto support = b.query(id, query_inputs);
           ASSERT_TRUE(support.ok()) << b.name() << ": " << support.status().to_string();
@@ -347,18 +367,25 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
             // The CPU backend's bits on every kind of data are cpu_backend_test's; here it runs the
             // cases once, which keeps this test quick under the sanitizers.
             if (data != Data::kWeights && b.name() == "cpu") continue;
-            // Input 0 holds the test's data; later inputs their case's fixed values.
+            // Input 0 holds the test's data; a later input of decodable values the data its case's
+            // later_inputs asks for; any other later input its case's fixed values.
             std::vector<std::vector<std::byte>> bytes = {
                 case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 + static_cast<uint32_t>(data))};
             for (size_t i = 1; i < c.inputs.size(); ++i) {
+              const bool decodable_values = def.inputs[i].dtypes.size() > 1 && c.inputs[i].values.empty();
+              if (decodable_values) {
+                bytes.push_back(later_input(c, i, input_dtype(i), dtype, bytes[0], data,
+                                            1000u * static_cast<uint32_t>(i) + static_cast<uint32_t>(input_dtype(i)) * 5 +
+                                                static_cast<uint32_t>(data)));
+                continue;
+              }
               bytes.emplace_back(c.inputs[i].values.size() * sizeof(uint64_t));
               if (!bytes.back().empty()) std::memcpy(bytes.back().data(), c.inputs[i].values.data(), bytes.back().size());
             }
             std::vector<TM_TensorArg> ins;
             std::vector<const std::byte*> host_in;
             for (size_t i = 0; i < c.inputs.size(); ++i) {
-              ins.push_back(tensor_arg(i == 0 ? dtype : c.inputs[i].dtype.value_or(DType::kU8), c.inputs[i].shape,
-                                       bytes[i].size()));
+              ins.push_back(tensor_arg(input_dtype(i), c.inputs[i].shape, bytes[i].size()));
               host_in.push_back(bytes[i].data());
             }
             std::vector<TM_TensorArg> out_templates;
@@ -380,8 +407,11 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
                                    static_cast<uint32_t>(attrs.size())};
             };
             std::vector<TM_TensorArg> ref_in, ref_out;
-            const std::string label = b.name() + ": " + id + " " + std::string(dtype_name(dtype)) + " " +
-                                      data_name(data) + " " + c.label;
+            std::string dtype_label(dtype_name(dtype));
+            for (size_t i = 1; i < c.inputs.size(); ++i) {
+              if (def.inputs[i].dtypes.size() > 1) dtype_label += " / " + std::string(dtype_name(input_dtype(i)));
+            }
+            const std::string label = b.name() + ": " + id + " " + dtype_label + " " + data_name(data) + " " + c.label;
             const Status reference = def.reference(instance_over(want, ref_in, ref_out));
             ASSERT_TRUE(reference.ok()) << label << ": the reference failed: " << reference.to_string();
             // Partial support is declared honestly: instances a backend does not take are refused by

@@ -237,7 +237,7 @@ TEST(QuantizationError, Stories260KQ4KMAgainstItsF32OriginalEqualsFloat64Figures
     }
     std::sort(abs_err.begin(), abs_err.end());
     EXPECT_NEAR(e->metrics.rmse, std::sqrt(sum_sq / n), 1e-12 * std::sqrt(sum_sq / n) + 1e-15) << m.a->name;
-    EXPECT_NEAR(e->metrics.relative_frobenius, std::sqrt(sum_sq / ref_sq), 1e-9) << m.a->name;
+    EXPECT_NEAR(e->metrics.rel_frobenius, std::sqrt(sum_sq / ref_sq), 1e-9) << m.a->name;
     EXPECT_EQ(e->metrics.max_abs_diff, max_abs) << m.a->name;
     EXPECT_EQ(e->p95_abs, inverted_cdf(abs_err, 0.95)) << m.a->name;
     EXPECT_EQ(e->p99_abs, inverted_cdf(abs_err, 0.99)) << m.a->name;

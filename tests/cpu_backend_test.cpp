@@ -467,7 +467,8 @@ TEST(Reference, HistogramByHand) {
 TEST(OpDefinitions, EveryBuiltinOperationIsCompleteData) {
   compute::OpRegistry registry = compute::OpRegistry::builtin();
   for (const char* id : {TM_OP_DECODE, TM_OP_TILE_STATS, TM_OP_HISTOGRAM, TM_OP_EXACT_SUMMARY, TM_OP_RENDER_TILE,
-                         TM_OP_RENDER_TILE_SAMPLED, TM_OP_RADIX_HISTOGRAM, TM_OP_TOP_K, TM_OP_CHANNEL_STATS}) {
+                         TM_OP_RENDER_TILE_SAMPLED, TM_OP_RADIX_HISTOGRAM, TM_OP_TOP_K, TM_OP_CHANNEL_STATS,
+                         TM_OP_DIFF_STATS, TM_OP_SUBTRACT}) {
     EXPECT_NE(registry.find(id), nullptr) << id << " is not in the registry";
   }
   for (const auto& [id, definition] : registry.all()) {
@@ -489,7 +490,7 @@ TEST(OpDefinitions, EveryBuiltinOperationIsCompleteData) {
       }
     }
   }
-  EXPECT_EQ(registry.all().size(), 9u);
+  EXPECT_EQ(registry.all().size(), 11u);
   EXPECT_EQ(registry.find(TM_OP_TILE_STATS)->attributes.size(), 5u);
   EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder.size(), 1u);
   EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder[0].op, TM_OP_RENDER_TILE_SAMPLED);

@@ -103,7 +103,7 @@ void print_table(const engine::TensorMatching& matching, const std::vector<const
       std::printf(" %s\n", printable(c.error, 300).c_str());
       continue;
     }
-    std::printf(" %10s %10s %10s %10s %9s %12llu", cell(c.metrics.relative_frobenius).c_str(),
+    std::printf(" %10s %10s %10s %10s %9s %12llu", cell(c.metrics.rel_frobenius).c_str(),
                 cell(c.metrics.max_abs_diff).c_str(), cell(c.metrics.rmse).c_str(), cell(c.metrics.cosine).c_str(),
                 cell(c.metrics.snr_db).c_str(), static_cast<unsigned long long>(c.stats.differing));
     if (c.match.a->name != c.match.b->name) std::printf("  = %s", printable(c.match.b->name, 60).c_str());

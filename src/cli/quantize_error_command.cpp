@@ -51,7 +51,7 @@ double metric(const engine::QuantizationError& e, const std::string& name) {
   if (name == "max_abs") return e.metrics.max_abs_diff;
   if (name == "p95_abs") return e.p95_abs;
   if (name == "p99_abs") return e.p99_abs;
-  return e.metrics.relative_frobenius;
+  return e.metrics.rel_frobenius;
 }
 
 std::string cell(double v) {
@@ -99,7 +99,7 @@ void print_table(const std::vector<Entry>& entries, const std::map<DType, Total>
     const auto& r = e.result;
     std::printf(" %-6s %10s %10s %10s %10s %10s %8s\n", std::string(dtype_name(r.reference)).c_str(),
                 cell(r.metrics.rmse).c_str(), cell(r.metrics.max_abs_diff).c_str(), cell(r.p95_abs).c_str(),
-                cell(r.p99_abs).c_str(), cell(r.metrics.relative_frobenius).c_str(), cell(r.metrics.snr_db).c_str());
+                cell(r.p99_abs).c_str(), cell(r.metrics.rel_frobenius).c_str(), cell(r.metrics.snr_db).c_str());
   }
   for (const auto& [type, t] : totals) {
     std::printf("  total %-7s over %llu tensors: rmse %s, max_abs %s, rel_rms %s\n", std::string(dtype_name(type)).c_str(),
@@ -121,7 +121,7 @@ void print_csv(const std::vector<Entry>& entries) {
     const auto& r = e.result;
     std::cout << dtype_name(r.reference) << "," << format_double(r.metrics.rmse) << "," << format_double(r.metrics.max_abs_diff)
               << "," << format_double(r.p50_abs) << "," << format_double(r.p95_abs) << "," << format_double(r.p99_abs) << ","
-              << format_double(r.metrics.relative_frobenius) << "," << format_double(r.metrics.snr_db) << ","
+              << format_double(r.metrics.rel_frobenius) << "," << format_double(r.metrics.snr_db) << ","
               << format_double(-r.metrics.mean_diff) << ",ok\n";
   }
 }

@@ -190,7 +190,7 @@ const std::vector<std::string>& diff_metric_names() {
 
 double diff_metric(const TensorComparison& c, const std::string& name) {
   const ops::DiffMetrics& m = c.metrics;
-  if (name == "rel_fro") return m.relative_frobenius;
+  if (name == "rel_fro") return m.rel_frobenius;
   if (name == "max_abs") return m.max_abs_diff;
   if (name == "rmse") return m.rmse;
   if (name == "nmse") return m.nmse;

@@ -298,7 +298,7 @@ nlohmann::ordered_json quantization_error_json(const QuantizationError& e) {
                               {"p95_abs", e.p95_abs},
                               {"p99_abs", e.p99_abs},
                               {"mean_error", number(-e.metrics.mean_diff)},
-                              {"rel_rms", number(e.metrics.relative_frobenius)},
+                              {"rel_rms", number(e.metrics.rel_frobenius)},
                               {"snr_db", number(e.metrics.snr_db)},
                               {"cosine", number(e.metrics.cosine)},
                               {"pairs", e.stats.pairs},

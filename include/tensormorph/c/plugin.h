@@ -112,6 +112,18 @@ typedef enum TM_DType {
  *                    answer is one set in one order on every backend); each output reports the
  *                    bytes written, and the entries past them hold UINT64_MAX and the quiet NaN
  *                    0x7fc00000.
+ *  "tm.diff_stats@1" in[0] A, in[1] B: contiguous elements, any decodable dtype each (they may
+ *                    differ), the same element count n; attributes a_offset, b_offset (f64,
+ *                    default 0: a non-zero offset turns that side's decoded value v into the
+ *                    float32 sum v + (float)offset), element_offset (i64, default 0: the flat index
+ *                    of in[0]'s first element in the whole tensor); out[0]: one TM_DiffStats per
+ *                    chunk of TM_DIFF_CHUNK elements from in[0]'s start (the last may be partial),
+ *                    U8[ceil(n / 65536) * 136]. A chunk's sums: lane l in [0, 256) adds the terms
+ *                    of its elements 256 s + l, s ascending, from +0.0 (pairs not both finite
+ *                    skipped), then the halving tree over the 256 lanes (docs/COMPUTE.md).
+ *  "tm.subtract@1"   in[0], in[1] as for tm.diff_stats@1; attributes a_offset, b_offset;
+ *                    out[0]: F32[n], the float32 difference a - b of each pair (after the
+ *                    offsets), every NaN written as the quiet NaN 0x7fc00000.
  *
  * Data-dependent outputs (since 1.2). An output whose size depends on the data (a top-k list, a
  * spectrum) is passed with a capacity: nbytes is the room the host made, from the bound the
@@ -129,6 +141,8 @@ typedef enum TM_DType {
 #define TM_OP_RADIX_HISTOGRAM "tm.radix_histogram@1"
 #define TM_OP_TOP_K "tm.top_k@1"
 #define TM_OP_CHANNEL_STATS "tm.channel_stats@1"
+#define TM_OP_DIFF_STATS "tm.diff_stats@1"
+#define TM_OP_SUBTRACT "tm.subtract@1"
 
 /* Attribute names. */
 #define TM_ATTR_ROW_BEGIN "row_begin" /* tile_stats, render_tile: first row of the view / tile */
@@ -149,6 +163,9 @@ typedef enum TM_DType {
 #define TM_ATTR_BITS "bits"           /* radix_histogram: the digit's width, 1..TM_RADIX_MAX_BITS */
 #define TM_ATTR_CENTER "center"       /* radix_histogram: the centre of TM_RADIX_KEY_DEVIATION */
 #define TM_ATTR_K "k"                 /* top_k: how many elements */
+#define TM_ATTR_A_OFFSET "a_offset"   /* diff_stats, subtract: added to in[0]'s decoded values (f64, default 0) */
+#define TM_ATTR_B_OFFSET "b_offset"   /* diff_stats, subtract: added to in[1]'s decoded values (f64, default 0) */
+#define TM_ATTR_ELEMENT_OFFSET "element_offset" /* diff_stats: flat index of in[0]'s first element (i64, default 0) */
 
 /* Values of tm.render_tile@1's attributes. */
 #define TM_RENDER_TILE_PIXELS 256      /* tiles are this many pixels on a side */
@@ -174,6 +191,7 @@ typedef enum TM_DType {
 #define TM_RADIX_MAX_BITS 16      /* widest digit */
 #define TM_RADIX_MAX_PREFIXES 16  /* most prefixes of one instance */
 #define TM_TOP_K_MAX 1048576      /* largest k of tm.top_k@1 */
+#define TM_DIFF_CHUNK 65536       /* elements of one TM_DiffStats record of tm.diff_stats@1 */
 
 /** Most inputs and outputs an operation has (the sizes of the per-argument arrays below). */
 #define TM_MAX_OP_INPUTS 4
@@ -218,6 +236,28 @@ typedef struct TM_ExactSummary {
   double mean;          /* mean of the finite elements; 0 when none */
   double std;           /* population standard deviation of the finite elements; 0 when none */
 } TM_ExactSummary;
+
+/** The output of "tm.diff_stats@1": one chunk of TM_DIFF_CHUNK pairs (a, b), the decoded float32
+ *  values after the offsets. The sums follow docs/COMPUTE.md's order, so bitwise-exact backends
+ *  agree. The layout is fixed by the operation's id: a changed layout is a new id. */
+typedef struct TM_DiffStats {
+  uint64_t pairs;           /* elements in the chunk */
+  uint64_t finite_pairs;    /* pairs with both values finite */
+  uint64_t differing;       /* finite pairs with a != b as numbers (+0 == -0), plus class mismatches */
+  uint64_t bits_differing;  /* pairs whose float32 bit patterns differ (NaN payloads included) */
+  uint64_t class_mismatch;  /* pairs whose classes differ (finite / NaN / +Inf / -Inf) */
+  uint64_t nan_a, nan_b, inf_a, inf_b;  /* non-finite counts per side */
+  uint64_t max_abs_index;   /* global flat index of the first finite pair of largest |a-b|; UINT64_MAX if none */
+  double max_abs_diff;      /* that |(double)a - (double)b| (0 if none) */
+  double sum_diff, sum_sq_diff, sum_sq_a, sum_sq_b, sum_ab;  /* over finite pairs */
+  float a_at_max, b_at_max; /* the pair at max_abs_index (0 if none) */
+} TM_DiffStats;
+
+#ifdef __cplusplus
+static_assert(sizeof(TM_DiffStats) == 136, "TM_DiffStats is 136 bytes");
+#else
+_Static_assert(sizeof(TM_DiffStats) == 136, "TM_DiffStats is 136 bytes");
+#endif
 
 /** How a backend supports an (operation, dtype, shape class). */
 typedef enum TM_SupportLevel {

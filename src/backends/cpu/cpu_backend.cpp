@@ -224,6 +224,20 @@ Result<Traffic> traffic_of(const TM_OpInstance& op, ops::CoreOp kind, uint32_t t
            float_bytes_per_byte * decode_factor(args.input.dtype), top_k_working_bytes(args.k, threads)};
       break;
     }
+    case ops::CoreOp::kDiffStats:
+    case ops::CoreOp::kSubtract: {
+      TM_ASSIGN_OR_RETURN(auto args, kind == ops::CoreOp::kDiffStats ? ops::parse_diff_stats(op) : ops::parse_subtract(op));
+      // Both inputs streamed once, decoded as needed, then one vectorized pass over the pairs
+      // (float64 sums for diff_stats); modelled per stored byte like a decode of the costlier side.
+      const double a_factor = decode_factor(args.a.dtype), b_factor = decode_factor(args.b.dtype);
+      const uint64_t read = args.a.arg.nbytes + args.b.arg.nbytes;
+      const double weighted = static_cast<double>(args.a.arg.nbytes) * a_factor + static_cast<double>(args.b.arg.nbytes) * b_factor;
+      const double pass = kind == ops::CoreOp::kDiffStats ? 1.5 : 1.0;
+      // The dtype checked for decodability: the side that is not decodable, if any.
+      t = {dtype_decodable(args.a.dtype) ? args.b.dtype : args.a.dtype, read, args.output.arg.nbytes,
+           read == 0 ? 1.0 : pass * weighted / static_cast<double>(read), diff_working_bytes(threads)};
+      break;
+    }
   }
   return t;
 }
@@ -312,6 +326,37 @@ Result<uint64_t> run_top_k(const TM_OpInstance& op, uint32_t threads) {
   std::memcpy(indices_out, indices.data(), indices.size() * sizeof(uint64_t));
   std::memcpy(values_out, values.data(), values.size() * sizeof(float));
   return written;
+}
+
+ops::DiffSide side_of(const ops::TensorArgument& t, std::span<const std::byte> bytes, const ops::DiffOffset& offset) {
+  return {{t.dtype, bytes, t.elems}, offset};
+}
+
+Status run_diff_stats(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_diff_stats(op));
+  for (DType d : {args.a.dtype, args.b.dtype}) {
+    if (!dtype_decodable(d)) return not_decodable(d);
+  }
+  TM_ASSIGN_OR_RETURN(auto a, input_bytes(args.a));
+  TM_ASSIGN_OR_RETURN(auto b, input_bytes(args.b));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  return with_aligned_output<TM_DiffStats>(out, args.chunks, [&](std::span<TM_DiffStats> records) {
+    return diff_stats(side_of(args.a, a, args.a_offset), side_of(args.b, b, args.b_offset), args.element_offset, records,
+                      threads);
+  });
+}
+
+Status run_subtract(const TM_OpInstance& op, uint32_t threads) {
+  TM_ASSIGN_OR_RETURN(auto args, ops::parse_subtract(op));
+  for (DType d : {args.a.dtype, args.b.dtype}) {
+    if (!dtype_decodable(d)) return not_decodable(d);
+  }
+  TM_ASSIGN_OR_RETURN(auto a, input_bytes(args.a));
+  TM_ASSIGN_OR_RETURN(auto b, input_bytes(args.b));
+  TM_ASSIGN_OR_RETURN(std::byte * out, output_bytes(args.output));
+  return with_aligned_output<float>(out, args.elems, [&](std::span<float> values) {
+    return subtract(side_of(args.a, a, args.a_offset), side_of(args.b, b, args.b_offset), values, threads);
+  });
 }
 
 Status run_exact_summary(const TM_OpInstance& op) {
@@ -406,6 +451,10 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
                std::string(dtype_name(*dtype));
     } else if (!dtype_decodable(*dtype)) {
       reason = std::string(dtype_name(*dtype)) + " is not decodable yet: " + std::string(dtype_not_decodable_reason(*dtype));
+    } else if ((*kind == ops::CoreOp::kDiffStats || *kind == ops::CoreOp::kSubtract) && q.input_count >= 2 &&
+               (!from_abi_dtype(q.input_dtypes[1]) || !dtype_decodable(*from_abi_dtype(q.input_dtypes[1])))) {
+      reason = std::string(q.op) + ": in[1] has dtype id " + std::to_string(static_cast<int>(q.input_dtypes[1])) +
+               ", which is not decodable";
     } else if ((*kind == ops::CoreOp::kTileStats || *kind == ops::CoreOp::kChannelStats) &&
                q.shape_class != TM_SHAPE_MATRIX) {
       reason = std::string(q.op) + " takes a 2-D tensor (view a vector as [1, n])";
@@ -518,6 +567,8 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       case ops::CoreOp::kExactSummary: TM_RETURN_IF_ERROR(run_exact_summary(*op)); break;
       case ops::CoreOp::kRadixHistogram: TM_RETURN_IF_ERROR(run_radix_histogram(*op, policy.max_threads)); break;
       case ops::CoreOp::kChannelStats: TM_RETURN_IF_ERROR(run_channel_stats(*op, policy.max_threads)); break;
+      case ops::CoreOp::kDiffStats: TM_RETURN_IF_ERROR(run_diff_stats(*op, policy.max_threads)); break;
+      case ops::CoreOp::kSubtract: TM_RETURN_IF_ERROR(run_subtract(*op, policy.max_threads)); break;
       case ops::CoreOp::kTopK: {
         TM_ASSIGN_OR_RETURN(const uint64_t written, run_top_k(*op, policy.max_threads));
         found = written;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "compute/ops/diff_stats.h"
 #include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
 #include "compute/ops/top_k.h"
@@ -31,6 +32,13 @@ Status top_k(const ops::TensorView& tensor, std::span<uint64_t> indices, std::sp
 Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows_out, std::span<TM_TileStats> cols_out,
                      uint32_t max_threads);
 
+/// tm.diff_stats@1 over oneTBB (threads over chunks), identical to diff_stats_reference.
+Status diff_stats(const ops::DiffSide& a, const ops::DiffSide& b, uint64_t element_offset, std::span<TM_DiffStats> out,
+                  uint32_t max_threads);
+
+/// tm.subtract@1 over oneTBB, identical to subtract_reference.
+Status subtract(const ops::DiffSide& a, const ops::DiffSide& b, std::span<float> out, uint32_t max_threads);
+
 // Peak memory each kernel needs beyond its inputs and outputs, on `threads` threads: what the
 // estimate reports as working memory, so that the memory budget sees it before anything runs.
 
@@ -42,5 +50,7 @@ uint64_t radix_histogram_working_bytes(uint64_t slots, bool with_prefixes, uint3
 uint64_t top_k_working_bytes(uint64_t k, uint32_t threads);
 /// Working memory of channel_stats() on a rows x cols matrix.
 uint64_t channel_stats_working_bytes(uint64_t rows, uint64_t cols, uint32_t threads);
+/// Working memory of diff_stats() and subtract() (two decoded chunks and the lanes per thread).
+uint64_t diff_working_bytes(uint32_t threads);
 
 }  // namespace tensormorph::cpu

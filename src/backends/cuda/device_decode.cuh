@@ -42,6 +42,10 @@ struct HostArith {
     const float r = a - b;
     return r == r ? r : nan_of(a, b);
   }
+  __device__ __forceinline__ float add(float a, float b) const {
+    const float r = a + b;
+    return r == r ? r : nan_of(a, b);
+  }
 };
 
 /// A small integer (|v| < 2^22) as float, exactly, without the int-to-float unit: its bits added

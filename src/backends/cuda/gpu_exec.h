@@ -55,4 +55,11 @@ uint64_t channel_stats_working_bytes(const GpuBackend& backend, const ops::Chann
 /// tm.channel_stats@1 on validated arguments (gpu_channel_stats.cpp).
 Result<RunReport> run_channel_stats(GpuBackend& backend, const ops::ChannelStatsArgs& args, uint64_t memory_budget);
 
+/// Device memory tm.diff_stats@1 (`stats`) or tm.subtract@1 needs beyond its inputs and device outputs.
+uint64_t diff_working_bytes(const GpuBackend& backend, const ops::DiffArgs& args, bool stats, uint64_t memory_budget);
+/// tm.diff_stats@1 on validated arguments (gpu_diff.cpp).
+Result<RunReport> run_diff_stats(GpuBackend& backend, const ops::DiffArgs& args, uint64_t memory_budget);
+/// tm.subtract@1 on validated arguments (gpu_diff.cpp).
+Result<RunReport> run_subtract(GpuBackend& backend, const ops::DiffArgs& args, uint64_t memory_budget);
+
 }  // namespace tensormorph::gpu

@@ -146,6 +146,21 @@ Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op
       efficiency = 0.4;
       break;
     }
+    case ops::CoreOp::kDiffStats:
+    case ops::CoreOp::kSubtract: {
+      const bool stats = kind == ops::CoreOp::kDiffStats;
+      TM_ASSIGN_OR_RETURN(auto args, stats ? ops::parse_diff_stats(op) : ops::parse_subtract(op));
+      // The side this backend cannot decode, if any, is the one checked below.
+      dtype = kernel_dtype(args.a.dtype) ? args.b.dtype : args.a.dtype;
+      if (!kernel_dtype(dtype)) break;
+      // One read of both inputs, decoded as the slower of the two (block types' decode bounds it).
+      cost.bytes_read = args.a.arg.nbytes + args.b.arg.nbytes;
+      cost.bytes_written = args.output.arg.nbytes;
+      cost.working_bytes = diff_working_bytes(b, args, stats, 0);
+      efficiency = std::min(tile_stats_efficiency(*kernel_dtype(args.a.dtype)), tile_stats_efficiency(*kernel_dtype(args.b.dtype)));
+      if (stats) efficiency *= 0.8;  // five float64 sums per pair
+      break;
+    }
     case ops::CoreOp::kExactSummary: break;  // refused by core_op_of
   }
   if (!kernel_dtype(dtype)) {
@@ -222,6 +237,11 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
     } else if (!kernel_dtype(*dtype)) {
       reason = std::string(TM_GPU_VENDOR " implements ") + q.op + " for " + kImplemented + " only, not " +
                std::string(dtype_name(*dtype));
+    } else if ((*kind == ops::CoreOp::kDiffStats || *kind == ops::CoreOp::kSubtract) && q.input_count >= 2 &&
+               (!from_abi_dtype(q.input_dtypes[1]) || !kernel_dtype(*from_abi_dtype(q.input_dtypes[1])))) {
+      const auto second = from_abi_dtype(q.input_dtypes[1]);
+      reason = std::string(TM_GPU_VENDOR " implements ") + q.op + " for inputs of " + kImplemented + " only, not in[1] " +
+               (second ? std::string(dtype_name(*second)) : "of dtype id " + std::to_string(static_cast<int>(q.input_dtypes[1])));
     } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
       reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
     } else if (*kind == ops::CoreOp::kChannelStats && q.shape_class != TM_SHAPE_MATRIX) {
@@ -352,6 +372,16 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       case ops::CoreOp::kChannelStats: {
         TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(*op));
         TM_ASSIGN_OR_RETURN(run, run_channel_stats(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kDiffStats: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_diff_stats(*op));
+        TM_ASSIGN_OR_RETURN(run, run_diff_stats(b, args, policy.memory_budget_bytes));
+        break;
+      }
+      case ops::CoreOp::kSubtract: {
+        TM_ASSIGN_OR_RETURN(auto args, ops::parse_subtract(*op));
+        TM_ASSIGN_OR_RETURN(run, run_subtract(b, args, policy.memory_budget_bytes));
         break;
       }
       case ops::CoreOp::kTopK: {

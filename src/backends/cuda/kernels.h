@@ -222,6 +222,33 @@ cudaError_t launch_channel_columns(KernelDType dtype, const ChannelJob& job, cud
 cudaError_t launch_channel_merge(const ChannelJob& job, uint64_t rows, uint64_t blocks, TM_TileStats* out,
                                  cudaStream_t stream);
 
+/// One input of tm.diff_stats@1 / tm.subtract@1 in a launch (diff.cu).
+struct DiffSideJob {
+  const uint8_t* data = nullptr;    ///< the launch's first element (whole blocks)
+  KernelDType dtype = KernelDType::kF32;
+  bool aligned = false;             ///< `data` 16-byte aligned
+  bool offset = false;              ///< add `offset_value` to each decoded value
+  float offset_value = 0;
+  const float* f8_table = nullptr;  ///< for the F8 dtypes
+};
+
+/// One launch over `elems` pairs starting at a chunk boundary: diff_stats writes one TM_DiffStats
+/// per chunk of TM_DIFF_CHUNK pairs into `stats`; subtract writes `elems` floats into `difference`.
+struct DiffJob {
+  DiffSideJob a, b;
+  uint64_t elems = 0;
+  uint64_t first_index = 0;          ///< global flat index of the launch's first pair
+  HostNan nan;                       ///< NaN bits of the block types' arithmetic and the offsets, as on the host
+  TM_DiffStats* stats = nullptr;     ///< diff_stats: [ceil(elems / TM_DIFF_CHUNK)]
+  float* difference = nullptr;       ///< subtract: [elems]
+  bool difference_aligned = false;   ///< `difference` 16-byte aligned
+};
+
+/// tm.diff_stats@1's records of the launch's chunks (one 256-thread block per chunk).
+cudaError_t launch_diff_stats(const DiffJob& job, cudaStream_t stream);
+/// tm.subtract@1's differences of the launch's pairs.
+cudaError_t launch_subtract(const DiffJob& job, cudaStream_t stream);
+
 /// Reads `bytes` (a multiple of 16) at `data` and folds them into `*sink` (device memory bandwidth probe).
 cudaError_t launch_read_probe(const void* data, uint64_t bytes, unsigned long long* sink, cudaStream_t stream);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compute/ops/channel_stats.h"
+#include "compute/ops/diff_stats.h"
 #include "compute/ops/op_instance.h"
 #include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
@@ -129,6 +130,27 @@ Status channel_stats_on_instance(const TM_OpInstance& instance) {
   if (!rows.empty()) std::memcpy(rows.data(), row_stats.data(), rows.size());
   if (!cols.empty()) std::memcpy(cols.data(), col_stats.data(), cols.size());
   return Status::Ok();
+}
+
+Status diff_stats_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const DiffArgs a, parse_diff_stats(instance));
+  TM_ASSIGN_OR_RETURN(const auto in_a, host_input(a.a));
+  TM_ASSIGN_OR_RETURN(const auto in_b, host_input(a.b));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  return into_output<TM_DiffStats>(out, [&](std::span<TM_DiffStats> v) {
+    return diff_stats_reference({{a.a.dtype, in_a, a.a.elems}, a.a_offset}, {{a.b.dtype, in_b, a.b.elems}, a.b_offset},
+                                a.element_offset, v);
+  });
+}
+
+Status subtract_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const DiffArgs a, parse_subtract(instance));
+  TM_ASSIGN_OR_RETURN(const auto in_a, host_input(a.a));
+  TM_ASSIGN_OR_RETURN(const auto in_b, host_input(a.b));
+  TM_ASSIGN_OR_RETURN(const auto out, host_output(a.output));
+  return into_output<float>(out, [&](std::span<float> v) {
+    return subtract_reference({{a.a.dtype, in_a, a.a.elems}, a.a_offset}, {{a.b.dtype, in_b, a.b.elems}, a.b_offset}, v);
+  });
 }
 
 // ---- The definitions -----------------------------------------------------------------------------
@@ -451,6 +473,105 @@ OpDefinition channel_stats_definition() {
   return d;
 }
 
+AttributeSpec offset_attribute(const char* name, const char* side) {
+  return {name, AttributeKind::kFloat, true, 0, -3.4028234663852886e38, 3.4028234663852886e38,
+          std::string("added to ") + side + "'s decoded values as the float32 sum v + (float)offset when non-zero"};
+}
+
+std::vector<InputSpec> diff_inputs() {
+  return {{"a", decodable_dtypes(), "any decodable", 0, 8, "contiguous elements, a whole number of blocks"},
+          {"b", decodable_dtypes(), "any decodable", 0, 8,
+           "contiguous elements, a whole number of blocks, as many as a (any shape, any dtype)"}};
+}
+
+struct DiffCase {
+  const char* label;
+  std::optional<DType> a, b;  // b nullopt: a's dtype
+  uint64_t elems;
+  ConformanceCase::LaterInput fill;
+  double a_offset = 0, b_offset = 0;
+  int64_t element_offset = 0;
+};
+
+std::vector<DiffCase> diff_cases() {
+  using L = ConformanceCase::LaterInput;
+  constexpr uint64_t kTwoChunks = 256 * 300;                 // one whole chunk and a ragged one
+  constexpr uint64_t kSeveral = 3 * kDiffChunk + 256 * 7;    // three whole chunks and a ragged one
+  return {
+      {"two chunks, each side its own data", std::nullopt, std::nullopt, kTwoChunks, L::kOwnData},
+      {"identical inputs (a byte copy)", std::nullopt, std::nullopt, kTwoChunks, L::kCopyOfFirst},
+      {"B the values of A re-encoded as BF16", std::nullopt, DType::kBF16, kTwoChunks, L::kFirstReencoded},
+      {"B the values of A re-encoded as F32 (equal values)", std::nullopt, DType::kF32, kTwoChunks, L::kFirstReencoded},
+      {"B the values of A quantized to Q8_0", std::nullopt, DType::kQ8_0, kTwoChunks, L::kFirstReencoded},
+      {"element_offset 5 chunks", std::nullopt, std::nullopt, kTwoChunks, L::kFirstReencoded, 0, 0, 5 * 65536},
+      {"F32 vs BF16, several chunks, ragged last", DType::kF32, DType::kBF16, kSeveral, L::kFirstReencoded},
+      {"F16 vs Q8_0", DType::kF16, DType::kQ8_0, kTwoChunks, L::kFirstReencoded},
+      {"Q4_K vs F32", DType::kQ4_K, DType::kF32, kSeveral, L::kOwnData},
+      {"Q4_K vs Q6_K", DType::kQ4_K, DType::kQ6_K, kTwoChunks, L::kFirstReencoded},
+      {"BF16 vs F32 with a_offset 1 (Gemma's norm)", DType::kBF16, DType::kF32, kTwoChunks, L::kFirstReencoded, 1.0},
+      {"F32 offsets on both sides", DType::kF32, DType::kF16, kTwoChunks, L::kFirstReencoded, -0.25, 0.0078125, 3},
+      {"F32, 100 elements (fewer than the lanes)", DType::kF32, DType::kF32, 100, L::kOwnData},
+      {"F32 vs F16, 1000 elements (not a multiple of 256)", DType::kF32, DType::kF16, 1000, L::kFirstReencoded},
+      {"BF16, 1 element, identical", DType::kBF16, DType::kBF16, 1, L::kCopyOfFirst},
+      {"F8_E4M3 vs F32", DType::kF8E4M3, DType::kF32, 70001, L::kOwnData},
+      {"empty", DType::kF32, DType::kBF16, 0, L::kOwnData},
+  };
+}
+
+ConformanceCase diff_case(const DiffCase& c, bool stats) {
+  ConformanceCase cc;
+  cc.label = c.label;
+  cc.inputs = {{c.a, {c.elems}}, {c.b, {c.elems}}};
+  if (c.a_offset != 0) cc.attributes.push_back(cf(TM_ATTR_A_OFFSET, c.a_offset));
+  if (c.b_offset != 0) cc.attributes.push_back(cf(TM_ATTR_B_OFFSET, c.b_offset));
+  if (stats && c.element_offset != 0) cc.attributes.push_back(ci(TM_ATTR_ELEMENT_OFFSET, c.element_offset));
+  const uint64_t chunks = (c.elems + kDiffChunk - 1) / kDiffChunk;
+  cc.outputs = {stats ? CaseTensor{DType::kU8, {chunks * sizeof(TM_DiffStats)}} : CaseTensor{DType::kF32, {c.elems}}};
+  cc.with_non_finite = true;
+  cc.later_inputs = c.fill;
+  return cc;
+}
+
+OpDefinition diff_stats_definition() {
+  OpDefinition d;
+  d.id = TM_OP_DIFF_STATS;
+  d.summary = "Statistics of the differences of two tensors of one element count, one record per 65536 elements";
+  d.inputs = diff_inputs();
+  d.attributes = {offset_attribute(TM_ATTR_A_OFFSET, "a"), offset_attribute(TM_ATTR_B_OFFSET, "b"),
+                  {TM_ATTR_ELEMENT_OFFSET, AttributeKind::kInt, true, 0, 0, kMaxI64,
+                   "the flat index of a's first element in the whole tensor (reported indices are global)"}};
+  d.outputs = {{"stats", DType::kU8, "U8[ceil(n / 65536) * sizeof(TM_DiffStats)]", OutputSize::kDetermined,
+                "one TM_DiffStats per chunk of 65536 elements from a's start, the last possibly partial"}};
+  d.exactness_definition =
+      "a, b the decoded float32 values after the offsets (v + (float)offset in float32); counts exact; over the pairs "
+      "both finite, d = double(a) - double(b) and the terms d, d*d, a*a, b*b, a*b in float64 without FMA; in a chunk, "
+      "lane l in [0, 256) adds from +0.0 the terms of its elements 256 s + l, s ascending, then the lanes combine by "
+      "the halving tree (h = 128 .. 1: lane[l] += lane[l + h]); the maximum is fabs(d), ties to the lowest index "
+      "(docs/COMPUTE.md#tmdiff_stats1)";
+  d.reference = diff_stats_on_instance;
+  for (const DiffCase& c : diff_cases()) d.cases.push_back(diff_case(c, true));
+  return d;
+}
+
+OpDefinition subtract_definition() {
+  OpDefinition d;
+  d.id = TM_OP_SUBTRACT;
+  d.summary = "The float32 differences a - b of two tensors of one element count";
+  d.inputs = diff_inputs();
+  d.attributes = {offset_attribute(TM_ATTR_A_OFFSET, "a"), offset_attribute(TM_ATTR_B_OFFSET, "b")};
+  d.outputs = {{"difference", DType::kF32, "F32[n], any shape", OutputSize::kDetermined,
+                "a - b in float32 after the offsets; every NaN as 0x7fc00000"}};
+  d.exactness_definition =
+      "bitwise: the IEEE float32 difference of the decoded values after the offsets (each v + (float)offset in "
+      "float32), every NaN result written as the quiet NaN 0x7fc00000";
+  d.reference = subtract_on_instance;
+  for (const DiffCase& c : diff_cases()) {
+    if (c.element_offset != 0) continue;  // diff_stats only
+    d.cases.push_back(diff_case(c, false));
+  }
+  return d;
+}
+
 }  // namespace
 
 const std::vector<DType>& decodable_dtypes() {
@@ -469,7 +590,7 @@ std::span<const OpDefinition> builtin_definitions() {
     std::vector<OpDefinition> v = {decode_definition(),     tile_stats_definition(), histogram_definition(),
                                    exact_summary_definition(), render_definition(), sampled_definition(),
                                    radix_histogram_definition(), top_k_definition(),
-                                   channel_stats_definition()};
+                                   channel_stats_definition(), diff_stats_definition(), subtract_definition()};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return v;
   }();

@@ -84,6 +84,12 @@ struct ConformanceCase {
   /// and +-Inf mixed in; tile-statistics grids are always written as real statistics of random
   /// matrices. Later inputs hold their fixed values.
   bool with_non_finite = false;
+  /// How a later input that accepts decodable dtypes and has no fixed values is filled: its own
+  /// data of its dtype (the case's, or input 0's when it names none), a byte copy of input 0 (the
+  /// same dtype: identical inputs), or input 0's decoded values encoded into its dtype (a
+  /// quantization error; dtypes without an encoder get their own data).
+  enum class LaterInput { kOwnData, kCopyOfFirst, kFirstReencoded };
+  LaterInput later_inputs = LaterInput::kOwnData;
 };
 
 /// The CPU reference of an operation on an ABI instance: validates it as every backend must and

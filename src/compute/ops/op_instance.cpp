@@ -122,6 +122,8 @@ std::optional<CoreOp> core_op_from_id(std::string_view id) {
   if (id == TM_OP_RADIX_HISTOGRAM) return CoreOp::kRadixHistogram;
   if (id == TM_OP_TOP_K) return CoreOp::kTopK;
   if (id == TM_OP_CHANNEL_STATS) return CoreOp::kChannelStats;
+  if (id == TM_OP_DIFF_STATS) return CoreOp::kDiffStats;
+  if (id == TM_OP_SUBTRACT) return CoreOp::kSubtract;
   return std::nullopt;
 }
 
@@ -314,6 +316,88 @@ Result<ChannelStatsArgs> parse_channel_stats(const TM_OpInstance& op) {
                              std::to_string(sizeof(TM_TileStats)) + "], got " + std::string(dtype_name(out->dtype)) +
                              shape_text(out->arg));
     }
+  }
+  return args;
+}
+
+namespace {
+
+Result<DiffOffset> diff_offset(const std::string& op, const std::map<std::string, TM_Attribute>& attrs, const char* name) {
+  DiffOffset o;
+  const auto it = attrs.find(name);
+  if (it == attrs.end() || it->second.f == 0) return o;
+  const double v = it->second.f;
+  if (!std::isfinite(v) || std::fabs(v) > 3.4028234663852886e38) {
+    return invalid(op, std::string("attribute '") + name + "' (" + std::to_string(v) + ") is not a finite float32 value");
+  }
+  o.active = true;
+  o.value = static_cast<float>(v);
+  return o;
+}
+
+/// The two inputs and the output of tm.diff_stats@1 / tm.subtract@1, the element counts checked.
+Status read_diff_io(const std::string& id, const TM_OpInstance& instance, DiffArgs& args) {
+  if (instance.input_count != 2 || instance.output_count != 1) {
+    return invalid(id, "takes 2 inputs (A, B) and 1 output, got " + std::to_string(instance.input_count) + " and " +
+                           std::to_string(instance.output_count));
+  }
+  TM_ASSIGN_OR_RETURN(TM_TensorArg a, tensor_arg_at(id, "in[0] (A)", instance.inputs, 0));
+  TM_ASSIGN_OR_RETURN(args.a, check_tensor(id, "in[0] (A)", a, false));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg b, tensor_arg_at(id, "in[1] (B)", instance.inputs, 1));
+  TM_ASSIGN_OR_RETURN(args.b, check_tensor(id, "in[1] (B)", b, false));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg out, tensor_arg_at(id, "output", instance.outputs, 0));
+  TM_ASSIGN_OR_RETURN(args.output, check_tensor(id, "output", out, true));
+  if (args.a.elems != args.b.elems) {
+    return invalid(id, "in[0] (A) " + std::string(dtype_name(args.a.dtype)) + shape_text(args.a.arg) + " holds " +
+                           std::to_string(args.a.elems) + " elements but in[1] (B) " +
+                           std::string(dtype_name(args.b.dtype)) + shape_text(args.b.arg) + " holds " +
+                           std::to_string(args.b.elems) + ": both inputs need the same element count");
+  }
+  args.elems = args.a.elems;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DiffArgs> parse_diff_stats(const TM_OpInstance& op) {
+  const std::string id = TM_OP_DIFF_STATS;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_DIFF_STATS));
+  DiffArgs args;
+  TM_RETURN_IF_ERROR(read_diff_io(id, instance, args));
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {}, {TM_ATTR_A_OFFSET, TM_ATTR_B_OFFSET, TM_ATTR_ELEMENT_OFFSET}));
+  TM_ASSIGN_OR_RETURN(args.a_offset, diff_offset(id, attrs, TM_ATTR_A_OFFSET));
+  TM_ASSIGN_OR_RETURN(args.b_offset, diff_offset(id, attrs, TM_ATTR_B_OFFSET));
+  if (attrs.count(TM_ATTR_ELEMENT_OFFSET) != 0) {
+    TM_ASSIGN_OR_RETURN(args.element_offset, non_negative(id, attrs, TM_ATTR_ELEMENT_OFFSET));
+  }
+  uint64_t end = 0;
+  if (__builtin_add_overflow(args.element_offset, args.elems, &end) || end == ~uint64_t{0}) {
+    return invalid(id, "element_offset " + std::to_string(args.element_offset) + " + " + std::to_string(args.elems) +
+                           " elements overflows the index range");
+  }
+  args.chunks = (args.elems + TM_DIFF_CHUNK - 1) / TM_DIFF_CHUNK;
+  uint64_t expected = 0;
+  if (args.output.dtype != DType::kU8 || args.output.arg.rank != 1 ||
+      __builtin_mul_overflow(args.chunks, uint64_t{sizeof(TM_DiffStats)}, &expected) || args.output.elems != expected) {
+    return invalid(id, std::to_string(args.elems) + " elements make " + std::to_string(args.chunks) +
+                           " chunks, which need an output of U8[" + std::to_string(args.chunks) + " * " +
+                           std::to_string(sizeof(TM_DiffStats)) + "], got " + std::string(dtype_name(args.output.dtype)) +
+                           shape_text(args.output.arg));
+  }
+  return args;
+}
+
+Result<DiffArgs> parse_subtract(const TM_OpInstance& op) {
+  const std::string id = TM_OP_SUBTRACT;
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_SUBTRACT));
+  DiffArgs args;
+  TM_RETURN_IF_ERROR(read_diff_io(id, instance, args));
+  TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {}, {TM_ATTR_A_OFFSET, TM_ATTR_B_OFFSET}));
+  TM_ASSIGN_OR_RETURN(args.a_offset, diff_offset(id, attrs, TM_ATTR_A_OFFSET));
+  TM_ASSIGN_OR_RETURN(args.b_offset, diff_offset(id, attrs, TM_ATTR_B_OFFSET));
+  if (args.output.dtype != DType::kF32 || args.output.elems != args.elems) {
+    return invalid(id, "output must be F32 of " + std::to_string(args.elems) + " elements, got " +
+                           std::string(dtype_name(args.output.dtype)) + shape_text(args.output.arg));
   }
   return args;
 }

@@ -18,7 +18,9 @@
 namespace tensormorph::ops {
 
 /// The core operations.
-enum class CoreOp { kDecode, kTileStats, kHistogram, kExactSummary, kRadixHistogram, kTopK, kChannelStats };
+enum class CoreOp {
+  kDecode, kTileStats, kHistogram, kExactSummary, kRadixHistogram, kTopK, kChannelStats, kDiffStats, kSubtract
+};
 
 /// The core operation named `id` ("tm.tile_stats@1"), or nullopt.
 std::optional<CoreOp> core_op_from_id(std::string_view id);
@@ -120,6 +122,24 @@ struct ChannelStatsArgs {
   uint64_t cols = 0;
 };
 
+/// A value transform of one side of tm.diff_stats@1 / tm.subtract@1: decoded v becomes the float32
+/// sum v + value when `active` (the attribute was non-zero).
+struct DiffOffset {
+  bool active = false;
+  float value = 0;
+};
+
+/// tm.diff_stats@1's and tm.subtract@1's validated arguments.
+struct DiffArgs {
+  TensorArgument a;       ///< in[0], any decodable dtype
+  TensorArgument b;       ///< in[1], any decodable dtype, the same element count
+  TensorArgument output;  ///< diff_stats: U8[chunks * sizeof(TM_DiffStats)]; subtract: F32[n]
+  DiffOffset a_offset, b_offset;
+  uint64_t element_offset = 0;  ///< diff_stats: the flat index of in[0]'s first element
+  uint64_t elems = 0;           ///< n
+  uint64_t chunks = 0;          ///< diff_stats: ceil(n / TM_DIFF_CHUNK)
+};
+
 /// Checks the instance's operation, argument counts, dtypes, shapes, nbytes, data pointers and
 /// attributes for tm.decode@1; INVALID_ARGUMENT naming what is wrong.
 Result<DecodeArgs> parse_decode(const TM_OpInstance& op);
@@ -139,6 +159,13 @@ Result<TopKArgs> parse_top_k(const TM_OpInstance& op);
 
 /// Same for tm.channel_stats@1 (a matrix of whole blocks per row, outputs of one record per row / column).
 Result<ChannelStatsArgs> parse_channel_stats(const TM_OpInstance& op);
+
+/// Same for tm.diff_stats@1 (two inputs of one element count, finite offsets, element_offset + n
+/// representable, the output of one record per chunk).
+Result<DiffArgs> parse_diff_stats(const TM_OpInstance& op);
+
+/// Same for tm.subtract@1 (two inputs of one element count, finite offsets, an F32 output of n).
+Result<DiffArgs> parse_subtract(const TM_OpInstance& op);
 
 /// OK when a result of `achieved` exactness (with relative `achieved_bound` when BOUNDED) meets
 /// `policy`'s floor; UNIMPLEMENTED when it is weaker; INVALID_ARGUMENT for an unknown floor.
