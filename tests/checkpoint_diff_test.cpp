@@ -17,6 +17,7 @@
 #include "engine/quantization_error.h"
 #include "formats/gguf/gguf.h"
 #include "formats/safetensors/safetensors.h"
+#include "index/pair_index.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -193,6 +194,41 @@ TEST(CheckpointDiff, PlantedDifferencesAreFoundWhereTheyAreInAsLayout) {
   }
 }
 
+TEST(PairIndex, DifferencePyramidsAreKeptUntilEitherSideChanges) {
+  auto session = cpu_session();
+  auto pair = write_pair("llama", [](std::vector<float>& q) { q[7] = 3.0f; });
+  auto stored_pyramid = [&](bool* was_stored) -> std::vector<engine::PyramidLevel> {
+    Opened o = open_pair(pair->hf, pair->gguf);
+    auto index = index::PairIndex::open(*o.a, *o.b);
+    EXPECT_TRUE(index.ok()) << index.status().to_string();
+    const auto& m = o.matching.matched[1];  // q_proj
+    EXPECT_EQ(m.a->name, "model.layers.0.self_attn.q_proj.weight");
+    auto levels = index::kept_difference_pyramid(*index, false, session->scheduler(), *o.a, *o.b, m, nullptr, 0, was_stored);
+    EXPECT_TRUE(levels.ok()) << levels.status().to_string();
+    EXPECT_TRUE(index->save().ok());
+    return levels.ok() ? *levels : std::vector<engine::PyramidLevel>{};
+  };
+  bool was_stored = true;
+  const auto first = stored_pyramid(&was_stored);
+  EXPECT_FALSE(was_stored);
+  ASSERT_FALSE(first.empty());
+  const TM_TileStats& top = first.back().tiles[0];
+  EXPECT_EQ(top.count, 64u * 64u);
+  EXPECT_GT(top.absmax, 2.9f);
+  const auto again = stored_pyramid(&was_stored);
+  EXPECT_TRUE(was_stored);
+  ASSERT_EQ(again.size(), first.size());
+  EXPECT_EQ(std::memcmp(&again.back().tiles[0], &top, sizeof top), 0);
+  // A changed B (rewritten with other contents) makes the pair index stale.
+  std::filesystem::remove(pair->gguf);
+  auto other = write_pair("llama");
+  std::filesystem::copy_file(other->gguf, pair->gguf);
+  const auto rebuilt = stored_pyramid(&was_stored);
+  EXPECT_FALSE(was_stored);
+  ASSERT_FALSE(rebuilt.empty());
+  EXPECT_EQ(rebuilt.back().tiles[0].absmax, 0.0f);
+}
+
 /// numpy's inverted_cdf quantile of sorted values.
 double inverted_cdf(const std::vector<double>& sorted, double q) {
   const double index = static_cast<double>(sorted.size()) * q - 1.0;
@@ -236,7 +272,7 @@ TEST(QuantizationError, Stories260KQ4KMAgainstItsF32OriginalEqualsFloat64Figures
       abs_err[i] = std::fabs(static_cast<double>(qv[i] - rv[i]));  // |e| as float32, as the operation ranks it
     }
     std::sort(abs_err.begin(), abs_err.end());
-    EXPECT_NEAR(e->metrics.rmse, std::sqrt(sum_sq / n), 1e-12 * std::sqrt(sum_sq / n) + 1e-15) << m.a->name;
+    EXPECT_NEAR(e->metrics.rmse, std::sqrt(sum_sq / static_cast<double>(n)), 1e-12 * std::sqrt(sum_sq / static_cast<double>(n)) + 1e-15) << m.a->name;
     EXPECT_NEAR(e->metrics.rel_frobenius, std::sqrt(sum_sq / ref_sq), 1e-9) << m.a->name;
     EXPECT_EQ(e->metrics.max_abs_diff, max_abs) << m.a->name;
     EXPECT_EQ(e->p95_abs, inverted_cdf(abs_err, 0.95)) << m.a->name;
@@ -296,7 +332,7 @@ TEST(DiffCli, TheGateExitsFourAndUsageMistakesExitTwo) {
   EXPECT_EQ(strict.exit_code, 4) << strict.err;
   auto gate = testing::run_cli({"diff", planted->hf.string(), planted->gguf.string(), "--fail-above", "max_abs=0.1", "--json"});
   EXPECT_EQ(gate.exit_code, 4) << gate.err;
-  EXPECT_NE(gate.err.find("blk.0.attn_q.weight"), std::string::npos) << gate.err;
+  EXPECT_NE(gate.err.find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << gate.err;
   auto j = nlohmann::json::parse(gate.out);
   EXPECT_EQ(j["schema"], "tensormorph.diff/1");
   EXPECT_EQ(j["tensors"][0]["a"], "model.layers.0.self_attn.q_proj.weight");  // most changed first

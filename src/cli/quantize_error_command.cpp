@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
+#include "core/quantize/quantize.h"
 #include "engine/quantization_error.h"
 
 namespace tensormorph::cli {
@@ -103,7 +104,7 @@ void print_table(const std::vector<Entry>& entries, const std::map<DType, Total>
   }
   for (const auto& [type, t] : totals) {
     std::printf("  total %-7s over %llu tensors: rmse %s, max_abs %s, rel_rms %s\n", std::string(dtype_name(type)).c_str(),
-                static_cast<unsigned long long>(t.tensors), cell(t.pairs ? std::sqrt(t.sum_sq / t.pairs) : 0).c_str(),
+                static_cast<unsigned long long>(t.tensors), cell(t.pairs ? std::sqrt(t.sum_sq / static_cast<double>(t.pairs)) : 0).c_str(),
                 cell(t.max_abs).c_str(), cell(t.ref_sq > 0 ? std::sqrt(t.sum_sq / t.ref_sq) : 0).c_str());
   }
   std::fflush(stdout);
@@ -264,7 +265,7 @@ int run(const Options& opt) {
     j["totals"] = nlohmann::ordered_json::array();
     for (const auto& [type, t] : totals) {
       j["totals"].push_back({{"type", std::string(dtype_name(type))}, {"tensors", t.tensors},
-                             {"rmse", t.pairs ? std::sqrt(t.sum_sq / t.pairs) : 0.0}, {"max_abs", t.max_abs},
+                             {"rmse", t.pairs ? std::sqrt(t.sum_sq / static_cast<double>(t.pairs)) : 0.0}, {"max_abs", t.max_abs},
                              {"rel_rms", t.ref_sq > 0 ? std::sqrt(t.sum_sq / t.ref_sq) : 0.0}});
     }
     if (!limits.empty()) j["gate"] = {{"thresholds", opt.fail_above}, {"exceeded", over}, {"passed", over.empty()}};

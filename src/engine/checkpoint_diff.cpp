@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/printable.h"
+#include "tensormorph/decode.h"
 #include "engine/matrix_shape.h"
 
 namespace tensormorph::engine {

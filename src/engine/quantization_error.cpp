@@ -7,6 +7,7 @@
 
 #include "compute/ops/radix_histogram.h"
 #include "core/printable.h"
+#include "tensormorph/decode.h"
 #include "core/quantize/quantize.h"
 #include "engine/matrix_shape.h"
 #include "engine/quantiles.h"
@@ -141,9 +142,7 @@ Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBand
   const bool blocks = options.blocks && m.cols % block == 0;
   if (blocks) out.blocks.resize(elements / block);
   std::vector<uint64_t> band_histogram(out.histogram.size());
-  TM_RETURN_IF_ERROR(for_each_error_band(
-      scheduler, bands, m, chunk_band_rows, records, max_threads,
-      [&](std::span<const float> e, uint64_t r0, uint64_t rows) -> Status {
+  const auto sweep = [&](std::span<const float> e, uint64_t r0, uint64_t rows) -> Status {
         compute::OpRequest req;
         req.op = TM_OP_HISTOGRAM;
         req.inputs.push_back({TM_DTYPE_F32, {e.size()}, std::as_bytes(e), 0});
@@ -163,7 +162,8 @@ Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBand
                                        max_threads));
         }
         return Status::Ok();
-      }));
+  };
+  TM_RETURN_IF_ERROR(for_each_error_band(scheduler, bands, m, chunk_band_rows, records, max_threads, sweep));
   return out;
 }
 
@@ -228,7 +228,7 @@ Result<QuantizationError> what_if_quantization_error(compute::Scheduler& schedul
                                                      const QuantizationErrorOptions& options, Records* records,
                                                      uint32_t max_threads) {
   if (const std::string why = what_if_obstacle(tensor, type); !why.empty()) {
-    return Status::FailedPrecondition(where(checkpoint, tensor) + ": cannot quantize to " + std::string(dtype_name(type)) +
+    return Status::Unsupported(where(checkpoint, tensor) + ": cannot quantize to " + std::string(dtype_name(type)) +
                                       ": " + why);
   }
   const MatrixShape m = as_matrix(tensor);

@@ -52,7 +52,7 @@ Result<QuantizationError> measured_quantization_error(compute::Scheduler& schedu
 std::string what_if_obstacle(const TensorInfo& tensor, DType type);
 
 /// The error quantizing `tensor` to `type` with ggml's reference quantizer would cause (the encoded
-/// bytes are kept in memory only). FAILED_PRECONDITION with what_if_obstacle when it cannot.
+/// bytes are kept in memory only). UNSUPPORTED with what_if_obstacle when it cannot.
 Result<QuantizationError> what_if_quantization_error(compute::Scheduler& scheduler, const Checkpoint& checkpoint,
                                                      const TensorInfo& tensor, DType type,
                                                      const QuantizationErrorOptions& options,
