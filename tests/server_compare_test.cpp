@@ -122,7 +122,9 @@ TEST_F(ServerCompare, DiffListsEveryTensorMostChangedFirst) {
   double max_abs = 0;
   for (size_t i = 0; i < a.size(); ++i) max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i] - b[i])));
   for (const auto& t : d["tensors"]) {
-    if (t["a"] == name) EXPECT_FLOAT_EQ(t["max_abs"].get<double>(), max_abs);
+    if (t["a"] == name) {
+      EXPECT_DOUBLE_EQ(t["max_abs"].get<double>(), max_abs);
+    }
   }
   // Sorted by cosine, least similar first.
   const json c = get_json("/api/diff?a=0&b=1&sort=cosine");
