@@ -58,6 +58,19 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
   return run(scheduler, request, std::move(outcome));
 }
 
+Result<RenderOutcome> render_f32_tile(compute::Scheduler& scheduler, std::span<const float> values, uint64_t rows,
+                                      uint64_t cols, const ops::RenderParams& params) {
+  if (params.source != ops::RenderSource::kValues) return Status::InvalidArgument("render_f32_tile renders values");
+  if (values.size() != rows * cols) return Status::InvalidArgument("render_f32_tile: buffer size mismatch");
+  TM_RETURN_IF_ERROR(ops::check_render_params(params));
+  compute::OpRequest request;
+  request.inputs.push_back({TM_DTYPE_F32, {rows, cols}, std::as_bytes(values), 0});
+  request.attributes = attributes_of(params);
+  RenderOutcome outcome;
+  outcome.rgba.assign(ops::kRenderTileBytes, 0);
+  return run(scheduler, request, std::move(outcome));
+}
+
 Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
                                         uint64_t grid_rows, uint64_t grid_cols, const ops::RenderParams& params,
                                         uint64_t residency_key) {

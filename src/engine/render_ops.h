@@ -26,6 +26,11 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
                                          const TensorInfo& tensor, const ops::RenderParams& params,
                                          const std::string& consent = "");
 
+/// Renders a values tile from a row-major float32 matrix held in memory (`rows` x `cols`, such as
+/// a band of a - b); `params.row_begin` counts from the buffer's first row.
+Result<RenderOutcome> render_f32_tile(compute::Scheduler& scheduler, std::span<const float> values, uint64_t rows,
+                                      uint64_t cols, const ops::RenderParams& params);
+
 /// Renders a tile from a row-major grid of tile statistics (`params.source` must be kTileStats).
 Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
                                         uint64_t grid_rows, uint64_t grid_cols, const ops::RenderParams& params,

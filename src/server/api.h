@@ -20,6 +20,8 @@ class Server;
 
 namespace tensormorph::server {
 
+class CompareStore;
+
 /// Everything the handlers share.
 class ApiContext {
  public:
@@ -34,12 +36,15 @@ class ApiContext {
 
  private:
   void register_compute_routes(httplib::Server& http);
+  /// The Compare mode's routes (api_compare.cpp).
+  void register_compare_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.
   void note_consent_request(nlohmann::ordered_json request);
 
   std::unique_ptr<engine::ComputeSession> session_;
   std::unique_ptr<Catalog> catalog_;
   TileRenderer renderer_;
+  std::shared_ptr<CompareStore> compare_;  // comparisons, difference pyramids and tiles of served pairs
   std::mutex consent_mutex_;
   std::deque<nlohmann::ordered_json> consent_requests_;
   uint64_t consent_sequence_ = 0;

@@ -5,23 +5,11 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './app.css';
 
-const $ = (id) => document.getElementById(id);
+import { $, api, q, escapeHtml, fmt } from './util.js';
+import { initCompare } from './compare.js';
+
 const state = { ckpt: 0, tensors: [], tensor: null, info: null, consent: '', seenConsent: 0, consentQueue: [], consentShown: null, lastRecord: 0, viewer: null, plot: null,
   computeEdits: 0, pendingEdits: 0 };
-
-// State-changing requests carry JSON: the server refuses any other content type (a foreign page
-// can send text/plain without a preflight, never application/json).
-async function api(path, options) {
-  const init = options && options.body !== undefined
-    ? { ...options, headers: { 'Content-Type': 'application/json', ...(options.headers || {}) } } : options;
-  const res = await fetch(path, init);
-  const body = await res.json();
-  if (!res.ok) throw new Error(body.error || res.statusText);
-  return body;
-}
-const q = (params) => new URLSearchParams(params).toString();
-const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
-const fmt = (v) => (v === null || v === undefined ? '—' : typeof v === 'number' ? Number(v.toPrecision(6)).toString() : String(v));
 
 // ---- tensor browser --------------------------------------------------------------------------
 async function loadCheckpoints() {
@@ -527,3 +515,4 @@ $('budget').onchange = setBudget;
 $('save-default').onclick = saveAsDefault;
 setInterval(() => pollCompute().catch(() => {}), 1500);
 loadCheckpoints().then(pollCompute).then(loadBudget).catch(() => {});
+initCompare();
