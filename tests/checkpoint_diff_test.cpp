@@ -304,7 +304,7 @@ TEST(QuantizationError, WhatIfEqualsTheErrorOfGgmlsOwnBlocks) {
   ASSERT_TRUE(source.ok() && quantized.ok());
   const TensorInfo* src = (*source)->find("source");
   ASSERT_NE(src, nullptr);
-  for (const DType type : {DType::kQ8_0, DType::kQ4_0}) {
+  for (const DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_1, DType::kQ2_K, DType::kQ4_K, DType::kQ6_K, DType::kIQ4_XS}) {
     ASSERT_TRUE(dtype_encodable(type));
     auto what_if = engine::what_if_quantization_error(session->scheduler(), **source, *src, type, {});
     ASSERT_TRUE(what_if.ok()) << what_if.status().to_string();
