@@ -21,7 +21,7 @@ Result<PairIndex> PairIndex::open(const Checkpoint& a, const Checkpoint& b, uint
   std::snprintf(hex, sizeof hex, "%016" PRIx64, static_cast<uint64_t>(XXH64(b_text.data(), b_text.size(), 0)));
   index.files_.insert(index.files_.end(), b_files.begin(), b_files.end());
   index.path_ = a_index;
-  index.path_ += std::string(".diff-") + hex + ".tmindex";
+  index.path_ += std::string(".diff-") + hex + "-t" + std::to_string(tile) + ".tmindex";
   auto stored = read_index(index.path_);
   // Missing, damaged, of another tile size or of other file contents: empty, rebuilt on save.
   if (!stored.ok() || stored->tile != tile || stored->files != index.files_) return index;

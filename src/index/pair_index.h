@@ -1,6 +1,7 @@
 // The index of a pair of checkpoints: each matched tensor's difference pyramid (tile statistics of
 // a - b, engine::difference_tile_stats), in the single-checkpoint index's own file format, beside
-// A's index as "<A's index>.diff-<16 hex digits>.tmindex" (the digits hash B's files' identities).
+// A's index as "<A's index>.diff-<16 hex digits>-t<tile>.tmindex" (the digits hash B's files'
+// identities; one file per tile size).
 // Its staleness rule is the index's, over the files of both sides: when any file of A or of B
 // changed, the pair index reads as empty and is rebuilt.
 #pragma once

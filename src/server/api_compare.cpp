@@ -20,6 +20,7 @@
 #include "engine/matrix_shape.h"
 #include "engine/quantization_error.h"
 #include "engine/render_ops.h"
+#include "index/pair_index.h"
 #include "server/api.h"
 #include "server/http_util.h"
 #include "server/png.h"
@@ -159,9 +160,14 @@ class CompareStore {
     if (slot->pyramid) return slot->pyramid;
     auto built = std::make_shared<StatsPyramid>();
     built->tile = Catalog::fine_tile_for(match.a->elements());
-    TM_ASSIGN_OR_RETURN(auto level0, engine::difference_tile_stats(scheduler_, *catalog_.at(a).checkpoint,
-                                                                   *catalog_.at(b).checkpoint, match, built->tile));
-    built->levels = engine::build_pyramid(std::move(level0));
+    const Checkpoint& ca = *catalog_.at(a).checkpoint;
+    const Checkpoint& cb = *catalog_.at(b).checkpoint;
+    // Kept in the pair index beside A's index, so a restarted server reads instead of recomputing;
+    // a pair index that cannot be written only costs the recomputation next time.
+    TM_ASSIGN_OR_RETURN(auto stored, index::PairIndex::open(ca, cb, built->tile));
+    TM_ASSIGN_OR_RETURN(built->levels, index::kept_difference_pyramid(stored, false, scheduler_, ca, cb, match, nullptr,
+                                                                      0, nullptr));
+    (void)stored.save();
     slot->pyramid = built;
     // Drop the least recently used pyramids (never this one) to stay within budget.
     std::lock_guard lock2(mutex_);
