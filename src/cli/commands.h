@@ -119,6 +119,10 @@ void for_each_tensor_with_progress(const char* label, const std::vector<const Te
 /// kExitOk when none failed, else kExitUserError after an error naming how many and the first.
 int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed, const std::string& first_failure);
 
+/// Says on stderr that a --fail-above gate failed, with up to five of the `offenders` (one line
+/// each); returns kExitGateFailed.
+int report_gate_failure(const std::vector<std::string>& offenders);
+
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);
 

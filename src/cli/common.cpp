@@ -52,6 +52,14 @@ int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed,
   return kExitUserError;
 }
 
+int report_gate_failure(const std::vector<std::string>& offenders) {
+  std::cerr << "tensormorph: gate failed: " << offenders.size() << (offenders.size() == 1 ? " tensor" : " tensors")
+            << " above the limit";
+  for (size_t i = 0; i < std::min<size_t>(offenders.size(), 5); ++i) std::cerr << "\n  " << offenders[i];
+  std::cerr << "\n";
+  return kExitGateFailed;
+}
+
 void print_error(const std::string& message) { std::cerr << "tensormorph: error: " << message << "\n"; }
 
 void warn_unkept(const Status& kept) {

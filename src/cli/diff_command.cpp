@@ -34,16 +34,6 @@ struct Options {
   ComputeOptions compute;
 };
 
-/// Metrics where a smaller value means more change.
-bool smaller_is_more_changed(const std::string& metric) { return metric == "cosine" || metric == "snr_db"; }
-
-/// How changed a comparison is under `metric`, larger first; failures sort first, identical pairs last.
-double changed_key(const engine::TensorComparison& c, const std::string& metric) {
-  if (!c.error.empty()) return INFINITY;
-  const double v = engine::diff_metric(c, metric);
-  if (std::isnan(v)) return smaller_is_more_changed(metric) ? (c.metrics.identical ? -INFINITY : INFINITY) : -INFINITY;
-  return smaller_is_more_changed(metric) ? -v : v;
-}
 
 Result<std::vector<Threshold>> parse_thresholds(const std::vector<std::string>& specs) {
   std::vector<Threshold> out;
@@ -74,7 +64,7 @@ bool exceeds(const engine::TensorComparison& c, const Threshold& t) {
   if (!c.error.empty()) return true;
   const double v = engine::diff_metric(c, t.metric);
   if (std::isnan(v)) return !c.metrics.identical;
-  return smaller_is_more_changed(t.metric) ? v < t.limit : v > t.limit;
+  return engine::smaller_is_more_changed(t.metric) ? v < t.limit : v > t.limit;
 }
 
 std::string cell(double v) {
@@ -221,7 +211,7 @@ int run_diff(const Options& opt) {
   std::vector<const engine::TensorComparison*> order;
   for (const auto& c : comparisons) order.push_back(&c);
   std::stable_sort(order.begin(), order.end(), [&](const auto* x, const auto* y) {
-    return changed_key(*x, opt.sort) > changed_key(*y, opt.sort);
+    return engine::most_changed_key(*x, opt.sort) > engine::most_changed_key(*y, opt.sort);
   });
 
   size_t over = 0, failed = 0;
@@ -233,7 +223,7 @@ int run_diff(const Options& opt) {
         ++over;
         gate_failures.push_back(quoted_name(c->match.a->name, 80) + ": " + t.metric + " " +
                                 (c->error.empty() ? cell(engine::diff_metric(*c, t.metric)) : "not computed") +
-                                (smaller_is_more_changed(t.metric) ? " < " : " > ") + cell(t.limit));
+                                (engine::smaller_is_more_changed(t.metric) ? " < " : " > ") + cell(t.limit));
         break;
       }
     }
@@ -267,12 +257,7 @@ int run_diff(const Options& opt) {
                 quoted_name(first->match.a->name, 80) + ": " + first->error + ")");
     return kExitUserError;
   }
-  if (over > 0) {
-    std::cerr << "tensormorph: gate failed: " << over << " tensor" << (over == 1 ? "" : "s") << " above the limit";
-    for (size_t i = 0; i < std::min<size_t>(gate_failures.size(), 5); ++i) std::cerr << "\n  " << gate_failures[i];
-    std::cerr << "\n";
-    return kExitGateFailed;
-  }
+  if (over > 0) return report_gate_failure(gate_failures);
   if (opt.fail_on_unmatched && unmatched > 0) {
     std::cerr << "tensormorph: gate failed: " << unmatched << " tensor" << (unmatched == 1 ? "" : "s")
               << " without a counterpart of the same shape\n";

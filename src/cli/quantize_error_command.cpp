@@ -284,12 +284,7 @@ int run(const Options& opt) {
     print_error(std::to_string(failed) + " measurements failed (first: " + quoted_name(first.tensor, 80) + ": " + first.error + ")");
     return kExitUserError;
   }
-  if (!over.empty()) {
-    std::cerr << "tensormorph: gate failed: " << over.size() << " above the limit";
-    for (size_t i = 0; i < std::min<size_t>(over.size(), 5); ++i) std::cerr << "\n  " << over[i];
-    std::cerr << "\n";
-    return kExitGateFailed;
-  }
+  if (!over.empty()) return report_gate_failure(over);
   return kExitOk;
 }
 

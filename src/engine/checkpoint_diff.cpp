@@ -189,6 +189,15 @@ const std::vector<std::string>& diff_metric_names() {
   return names;
 }
 
+bool smaller_is_more_changed(const std::string& metric) { return metric == "cosine" || metric == "snr_db"; }
+
+double most_changed_key(const TensorComparison& c, const std::string& metric) {
+  if (!c.error.empty()) return INFINITY;
+  const double v = diff_metric(c, metric);
+  if (std::isnan(v)) return smaller_is_more_changed(metric) ? (c.metrics.identical ? -INFINITY : INFINITY) : -INFINITY;
+  return smaller_is_more_changed(metric) ? -v : v;
+}
+
 double diff_metric(const TensorComparison& c, const std::string& name) {
   const ops::DiffMetrics& m = c.metrics;
   if (name == "rel_fro") return m.rel_frobenius;

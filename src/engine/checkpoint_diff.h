@@ -86,6 +86,13 @@ uint64_t pair_bytes(const MatchedTensors& match);
 /// Names of the metrics a comparison reports, in the order tables show them.
 const std::vector<std::string>& diff_metric_names();
 
+/// True for the metrics where a smaller value means more change (cosine, snr_db).
+bool smaller_is_more_changed(const std::string& metric);
+
+/// How changed a comparison is under `metric`, as a key that sorts most changed first when larger:
+/// pairs that could not be compared first, identical pairs last.
+double most_changed_key(const TensorComparison& comparison, const std::string& metric);
+
 /// The value of metric `name` (one of diff_metric_names()) of a comparison.
 double diff_metric(const TensorComparison& comparison, const std::string& name);
 

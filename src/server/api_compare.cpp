@@ -66,15 +66,6 @@ struct QuantSlot {
 constexpr uint64_t kPyramidBudget = uint64_t{256} << 20;
 constexpr size_t kMaxQuantAnswers = 32;
 
-bool smaller_is_more_changed(const std::string& metric) { return metric == "cosine" || metric == "snr_db"; }
-
-// As `tensormorph diff` orders its table: failures first, identical pairs last.
-double changed_key(const engine::TensorComparison& c, const std::string& metric) {
-  if (!c.error.empty()) return INFINITY;
-  const double v = engine::diff_metric(c, metric);
-  if (std::isnan(v)) return smaller_is_more_changed(metric) ? (c.metrics.identical ? -INFINITY : INFINITY) : -INFINITY;
-  return smaller_is_more_changed(metric) ? -v : v;
-}
 
 Result<size_t> checkpoint_param(const httplib::Request& req, const char* name, const Catalog& catalog) {
   if (!param(req, name)) return Status::InvalidArgument(std::string("missing parameter '") + name + "'");
@@ -322,7 +313,7 @@ void ApiContext::register_compare_routes(httplib::Server& http) {
     std::vector<const engine::TensorComparison*> order;
     for (const auto& m : p.matching.matched) order.push_back(&compare_->comparison(target->a, target->b, *target->pair, m));
     std::stable_sort(order.begin(), order.end(),
-                     [&](const auto* x, const auto* y) { return changed_key(*x, sort) > changed_key(*y, sort); });
+                     [&](const auto* x, const auto* y) { return engine::most_changed_key(*x, sort) > engine::most_changed_key(*y, sort); });
     json j = {{"schema", "tensormorph.diff/1"}, {"a", catalog_->at(target->a).label}, {"b", catalog_->at(target->b).label},
               {"a_id", target->a}, {"b_id", target->b}};
     j["matching"] = engine::matching_json(p.matching);
