@@ -198,6 +198,12 @@ double most_changed_key(const TensorComparison& c, const std::string& metric) {
   return smaller_is_more_changed(metric) ? -v : v;
 }
 
+nlohmann::ordered_json figure_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
 double diff_metric(const TensorComparison& c, const std::string& name) {
   const ops::DiffMetrics& m = c.metrics;
   if (name == "rel_fro") return m.rel_frobenius;
@@ -213,13 +219,6 @@ double diff_metric(const TensorComparison& c, const std::string& name) {
 }
 
 namespace {
-
-/// JSON has no NaN or infinity: those are written as strings ("nan", "inf", "-inf").
-nlohmann::ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
 
 nlohmann::ordered_json coordinates(const TensorInfo& tensor, uint64_t flat) {
   const MatrixShape m = as_matrix(tensor);
@@ -242,11 +241,11 @@ nlohmann::ordered_json comparison_json(const TensorComparison& c) {
   }
   const TM_DiffStats& s = c.stats;
   j["identical"] = c.metrics.identical;
-  for (const auto& name : diff_metric_names()) j[name] = number(diff_metric(c, name));
+  for (const auto& name : diff_metric_names()) j[name] = figure_json(diff_metric(c, name));
   if (s.max_abs_index != UINT64_MAX) {
     j["max_abs_at"] = coordinates(*c.match.a, s.max_abs_index);
-    j["max_abs_at"]["a"] = number(s.a_at_max);
-    j["max_abs_at"]["b"] = number(s.b_at_max);
+    j["max_abs_at"]["a"] = figure_json(s.a_at_max);
+    j["max_abs_at"]["b"] = figure_json(s.b_at_max);
   }
   j["counts"] = {{"pairs", s.pairs},   {"finite_pairs", s.finite_pairs}, {"differing", s.differing},
                  {"bits_differing", s.bits_differing}, {"class_mismatch", s.class_mismatch},

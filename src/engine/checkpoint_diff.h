@@ -96,6 +96,9 @@ double most_changed_key(const TensorComparison& comparison, const std::string& m
 /// The value of metric `name` (one of diff_metric_names()) of a comparison.
 double diff_metric(const TensorComparison& comparison, const std::string& name);
 
+/// A figure as JSON, which has no NaN or infinity: those become the strings "nan", "inf", "-inf".
+nlohmann::ordered_json figure_json(double v);
+
 /// A comparison as JSON: names, dtypes, shape, the transform, every metric and the raw counts.
 nlohmann::ordered_json comparison_json(const TensorComparison& comparison);
 

@@ -272,12 +272,6 @@ Result<QuantizationError> what_if_quantization_error(compute::Scheduler& schedul
 
 namespace {
 
-nlohmann::ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
 nlohmann::ordered_json error_stats_json(const TM_TileStats& s) {
   const uint64_t finite = s.count - s.nan - s.pos_inf - s.neg_inf;
   return {{"count", s.count},
@@ -292,15 +286,15 @@ nlohmann::ordered_json error_stats_json(const TM_TileStats& s) {
 nlohmann::ordered_json quantization_error_json(const QuantizationError& e) {
   nlohmann::ordered_json j = {{"quantized", std::string(dtype_name(e.quantized))},
                               {"reference", std::string(dtype_name(e.reference))},
-                              {"rmse", number(e.metrics.rmse)},
-                              {"max_abs", number(e.metrics.max_abs_diff)},
+                              {"rmse", figure_json(e.metrics.rmse)},
+                              {"max_abs", figure_json(e.metrics.max_abs_diff)},
                               {"p50_abs", e.p50_abs},
                               {"p95_abs", e.p95_abs},
                               {"p99_abs", e.p99_abs},
-                              {"mean_error", number(-e.metrics.mean_diff)},
-                              {"rel_rms", number(e.metrics.rel_frobenius)},
-                              {"snr_db", number(e.metrics.snr_db)},
-                              {"cosine", number(e.metrics.cosine)},
+                              {"mean_error", figure_json(-e.metrics.mean_diff)},
+                              {"rel_rms", figure_json(e.metrics.rel_frobenius)},
+                              {"snr_db", figure_json(e.metrics.snr_db)},
+                              {"cosine", figure_json(e.metrics.cosine)},
                               {"pairs", e.stats.pairs},
                               {"finite_pairs", e.stats.finite_pairs},
                               {"class_mismatch", e.stats.class_mismatch}};
