@@ -17,45 +17,15 @@
 #include "tensormorph/checkpoint.h"
 #include "tensormorph/decode.h"
 #include "tensormorph/dtype.h"
+#include "fixture_files.h"
 #include "test_util.h"
 
 namespace tensormorph {
 namespace {
 
-/// One tensor of a fixture file; its bytes stay mapped by the owning LoadedFile's checkpoint.
-struct StoredTensor {
-  std::string name;
-  DType dtype = DType::kF32;
-  uint64_t elements = 0;
-  std::span<const std::byte> bytes;
-};
-
-/// An opened fixture and its tensors in file order.
-struct LoadedFile {
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::vector<StoredTensor> tensors;
-
-  const StoredTensor* find(std::string_view name) const {
-    for (const auto& t : tensors) {
-      if (t.name == name) return &t;
-    }
-    return nullptr;
-  }
-};
-
-LoadedFile load(Result<std::unique_ptr<Checkpoint>> opened) {
-  LoadedFile file;
-  EXPECT_TRUE(opened.ok()) << opened.status().to_string();
-  if (!opened.ok()) return file;
-  file.checkpoint = std::move(opened).value();
-  for (const TensorInfo& info : file.checkpoint->tensors()) {
-    auto bytes = file.checkpoint->tensor_bytes(info);
-    EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
-    if (!bytes.ok()) continue;
-    file.tensors.push_back({info.name, info.dtype, info.elements(), *bytes});
-  }
-  return file;
-}
+using testing::load;
+using testing::LoadedFile;
+using testing::StoredTensor;
 
 std::filesystem::path ref_dir() { return testing::testdata_dir() / "gguf-ref"; }
 
