@@ -1,0 +1,73 @@
+// uPlot charts in the viewer's theme: histograms (log or linear counts, drag to zoom a range)
+// and line charts of a statistic across blocks.
+import uPlot from 'uplot';
+
+import { fmt, ticks, count } from './format.js';
+
+const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
+function axisStyle() {
+  const stroke = css('--text-dim') || '#666', grid = css('--grid') || '#eee';
+  return { stroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 }, font: '11px system-ui, sans-serif' };
+}
+
+// A log axis labels its decades only (uPlot ticks every multiple in between).
+const logTicks = (u, splits) => splits.map((v) => (Number.isInteger(Math.log10(v)) ? count(v) : ''));
+
+/** A histogram of `bins` over [lo, hi]: bars, log counts (empty bins as gaps) or linear; a drag
+ *  across it calls `onRange(a, b)`. Returns the uPlot instance. */
+export function histogram(element, { lo, hi, bins, log, width, height, color, onRange }) {
+  const w = (hi - lo) / bins.length;
+  const xs = bins.map((_, i) => lo + (i + 0.5) * w);
+  const ys = bins.map((c) => (log && c === 0 ? null : c));
+  const a = axisStyle();
+  return new uPlot({
+    width, height, legend: { show: false },
+    scales: { x: { time: false, range: [lo, hi] }, y: log ? { distr: 3, log: 10 } : { range: (u, mn, mx) => [0, Math.max(1, mx * 1.05)] } },
+    axes: [
+      { ...a, values: (u, splits) => ticks(splits) },
+      { ...a, size: 56, values: log ? logTicks : (u, splits) => splits.map((v) => (Number.isInteger(v) ? count(v) : '')) },
+    ],
+    cursor: { drag: { x: !!onRange, y: false, setScale: false }, points: { show: false } },
+    hooks: { setSelect: [(u) => {
+      if (!onRange || u.select.width < 3) return;
+      const x0 = u.posToVal(u.select.left, 'x'), x1 = u.posToVal(u.select.left + u.select.width, 'x');
+      u.setSelect({ width: 0, height: 0 }, false);
+      onRange(x0, x1);
+    }] },
+    series: [{}, { label: 'count', fill: `${color}88`, stroke: color, paths: uPlot.paths.bars({ size: [1, 100] }), points: { show: false } }],
+  }, [xs, ys], element);
+}
+
+/** Lines of one statistic across blocks, one series per role; `onPoint(role, block)` on click,
+ *  `onHover(text)` with the values under the cursor. */
+export function blockLines(element, { blocks, series, width, height, log, onPoint, onHover }) {
+  const a = axisStyle();
+  const palette = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9', '#D55E00', '#8c6d1f', '#999999', '#6a3d9a', '#b15928', '#1f78b4', '#33a02c'];
+  const plot = new uPlot({
+    width, height,
+    legend: { show: true, live: false },
+    scales: { x: { time: false }, y: log ? { distr: 3, log: 10 } : {} },
+    axes: [{ ...a, label: 'block', values: (u, splits) => splits.map((v) => (Number.isInteger(v) ? String(v) : '')) },
+      { ...a, size: 60, values: log ? (u, s) => s.map((v) => (Number.isInteger(Math.log10(v)) ? fmt(v, 2) : '')) : (u, splits) => ticks(splits) }],
+    cursor: { points: { size: 6 }, focus: { prox: 16 } },
+    focus: { alpha: 0.3 },
+    series: [{ label: 'block' }, ...series.map((s, i) => ({ label: s.label, stroke: palette[i % palette.length], width: 1.5, spanGaps: false, points: { show: blocks.length <= 48 } }))],
+    hooks: {
+      setCursor: [(u) => {
+        if (!onHover) return;
+        const i = u.cursor.idx;
+        if (i === null || i === undefined) return onHover('');
+        onHover(`block ${blocks[i]}: ` + series.map((s) => `${s.label} ${fmt(s.values[i], 4)}`).join(' · '));
+      }],
+    },
+  }, [blocks, ...series.map((s) => s.values.map((v) => (v === null || !Number.isFinite(v) || (log && v <= 0) ? null : v)))], element);
+  if (onPoint) {
+    plot.over.addEventListener('click', () => {
+      const i = plot.cursor.idx;
+      const s = plot.series.findIndex((x, k) => k > 0 && x._focus);
+      if (i !== null && i !== undefined && s > 0) onPoint(series[s - 1].label, blocks[i]);
+    });
+  }
+  return plot;
+}

@@ -1,0 +1,121 @@
+// OpenSeadragon set up for tensor heatmaps: tiles fetched with fetch() so that a refused tile's
+// JSON answer (its reason, its hint, the consent ladder) reaches the view that asked for it.
+import OpenSeadragon from 'openseadragon';
+
+import { fetchBlob } from './api.js';
+
+/** A deep-zoom viewer on `element`. `navigator` adds the minimap. */
+export function createViewer(element, { navigator = false } = {}) {
+  return OpenSeadragon({
+    element,
+    drawer: 'canvas',            // a 2-D canvas: exportable as PNG, crisp cells with smoothing off
+    imageSmoothingEnabled: false,
+    showNavigationControl: false,
+    showNavigator: navigator,
+    navigatorPosition: 'BOTTOM_RIGHT',
+    navigatorSizeRatio: 0.16,
+    navigatorAutoFade: false,
+    maxZoomPixelRatio: 2,
+    visibilityRatio: 0.2,
+    minZoomImageRatio: 0.5,
+    animationTime: 0.3,
+    preserveImageSizeOnResize: true,
+    gestureSettingsMouse: { clickToZoom: false, dblClickToZoom: true },
+    keyboardNavEnabled: false,   // the page's own shortcuts handle the keyboard
+  });
+}
+
+/** A tile source over the server's zoom geometry. `urlOf(level, x, y)` names a tile;
+ *  `onError(error, url)` hears every tile the server refused (an ApiError). */
+export function tileSource(zoom, urlOf, onError) {
+  return {
+    width: zoom.width,
+    height: zoom.height,
+    tileSize: zoom.tile_size,
+    tileOverlap: 0,
+    minLevel: zoom.min_level,
+    maxLevel: zoom.max_level,
+    getTileUrl: (level, x, y) => urlOf(level, x, y),
+    downloadTileStart(context) {
+      const controller = new AbortController();
+      context.userData.controller = controller;
+      fetchBlob(context.src, controller.signal).then(
+        (blob) => context.finish(blob, null, 'rasterBlob'),
+        (error) => {
+          if (error.name === 'AbortError') return;
+          if (onError) onError(error, context.src);
+          context.fail(error.message, null);
+        });
+    },
+    downloadTileAbort(context) {
+      if (context.userData.controller) context.userData.controller.abort();
+    },
+  };
+}
+
+/** Opens `source` in `viewer` and, once open, restores a zoom and centre when given. */
+export function openAt(viewer, source, at) {
+  if (at) viewer.addOnceHandler('open', () => {
+    viewer.viewport.zoomTo(at.zoom, null, true);
+    viewer.viewport.panTo(new OpenSeadragon.Point(at.cx, at.cy), true);
+  });
+  viewer.open(source);
+}
+
+/** The viewer's zoom and centre now. */
+export function viewOf(viewer) {
+  const c = viewer.viewport.getCenter(true);
+  return { zoom: viewer.viewport.getZoom(true), cx: c.x, cy: c.y };
+}
+
+/** Screen pixels one element covers now. */
+export function cellPixels(viewer, pixelsPerElement) {
+  const vp = viewer.viewport;
+  return vp.viewportToImageZoom(vp.getZoom(true)) * pixelsPerElement;
+}
+
+/** The element (row, col) under a point of the viewer element, or null outside the matrix. */
+export function elementAt(viewer, point, pixelsPerElement, rows, cols) {
+  const p = viewer.viewport.viewerElementToImageCoordinates(point);
+  const row = Math.floor(p.y / pixelsPerElement), col = Math.floor(p.x / pixelsPerElement);
+  if (row < 0 || col < 0 || row >= rows || col >= cols) return null;
+  return { row, col };
+}
+
+/** The element rectangle in view: first/last visible row and column (clipped). */
+export function visibleRange(viewer, pixelsPerElement, rows, cols) {
+  const vp = viewer.viewport;
+  const b = vp.viewportToImageRectangle(vp.getBounds(true));
+  return {
+    r0: Math.max(0, Math.floor(b.y / pixelsPerElement)), c0: Math.max(0, Math.floor(b.x / pixelsPerElement)),
+    r1: Math.min(rows, Math.ceil((b.y + b.height) / pixelsPerElement)), c1: Math.min(cols, Math.ceil((b.x + b.width) / pixelsPerElement)),
+  };
+}
+
+/** Viewer-element coordinates of an element boundary (row or column, fractional allowed). */
+export function elementToScreen(viewer, row, col, pixelsPerElement) {
+  return viewer.viewport.imageToViewerElementCoordinates(new OpenSeadragon.Point(col * pixelsPerElement, row * pixelsPerElement));
+}
+
+/** Zooms so that the element rectangle fills the view (a single element: 1 image pixel per
+ *  screen pixel at most 32x). */
+export function zoomToElements(viewer, row, col, rows, cols, pixelsPerElement, outline) {
+  const vp = viewer.viewport;
+  const rect = vp.imageToViewportRectangle(col * pixelsPerElement, row * pixelsPerElement, cols * pixelsPerElement, rows * pixelsPerElement);
+  viewer.clearOverlays();
+  if (outline) {
+    const box = document.createElement('div');
+    box.className = 'highlight';
+    box.id = 'highlight';
+    viewer.addOverlay({ element: box, location: rect });
+  }
+  if (rows === 1 && cols === 1) {
+    const center = new OpenSeadragon.Point(rect.x + rect.width / 2, rect.y + rect.height / 2);
+    vp.zoomTo(vp.imageToViewportZoom(1.0), center, false);
+    vp.panTo(center, false);
+  } else {
+    vp.fitBoundsWithConstraints(rect, false);
+  }
+}
+
+export { OpenSeadragon };
