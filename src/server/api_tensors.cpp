@@ -31,17 +31,34 @@ json layout_json(const std::vector<engine::StackLayout>& stacks) {
 }
 
 // One tensor's entry in /api/tensors: what it is, where it is stored, its place and its statistics.
-json tensor_json(const Checkpoint& ckpt, size_t index, const TensorInfo& t, const engine::TensorPlace& place,
+// Built field by field (no initializer lists, whose temporaries dominate on 10,000 tensors).
+json tensor_json(size_t index, const TensorInfo& t, const std::string& file_name, const engine::TensorPlace& place,
                  const index::TensorPyramid* pyramid) {
   const engine::MatrixShape m = engine::as_matrix(t);
-  json j = {{"index", index}, {"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-            {"rows", m.rows}, {"cols", m.cols}, {"elements", t.elements()}, {"bytes", t.nbytes}, {"file", t.file},
-            {"file_name", ckpt.files()[t.file].path.filename().string()}, {"offset", t.offset},
-            {"stack", place.stack}, {"block", place.block ? json(*place.block) : json(nullptr)}, {"role", place.role},
-            {"role_label", place.role_label}, {"section", place.section}, {"stats", nullptr}};
+  json j(json::value_t::object);
+  auto& o = j.get_ref<json::object_t&>();
+  o.reserve(17);
+  o.emplace("index", index);
+  o.emplace("name", t.name);
+  o.emplace("dtype", dtype_name(t.dtype));
+  o.emplace("shape", t.shape);
+  o.emplace("rows", m.rows);
+  o.emplace("cols", m.cols);
+  o.emplace("elements", t.elements());
+  o.emplace("bytes", t.nbytes);
+  o.emplace("file", t.file);
+  o.emplace("file_name", file_name);
+  o.emplace("offset", t.offset);
+  o.emplace("stack", place.stack);
+  o.emplace("block", place.block ? json(*place.block) : json(nullptr));
+  o.emplace("role", place.role);
+  o.emplace("role_label", place.role_label);
+  o.emplace("section", place.section);
   if (pyramid != nullptr && !pyramid->levels.empty() && !pyramid->levels.back().tiles.empty()) {
     const engine::TensorSummary s = engine::summarize(pyramid->levels.back().tiles[0]);
-    j["stats"] = stats_json(s, s.mean(), s.stddev());
+    o.emplace("stats", stats_json(s, s.mean(), s.stddev()));
+  } else {
+    o.emplace("stats", nullptr);
   }
   return j;
 }
@@ -89,11 +106,14 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
     std::vector<engine::TensorPlace> places;
     places.reserve(tensors.size());
     for (const TensorInfo& t : tensors) places.push_back(engine::place_of(t.name));
+    std::vector<std::string> file_names;
+    for (const SourceFile& f : ckpt.files()) file_names.push_back(f.path.filename().string());
     json list = json::array();
+    list.get_ref<json::array_t&>().reserve(tensors.size());
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!filter.empty() && tensors[i].name.find(filter) == std::string::npos) continue;
       const index::TensorPyramid* pyramid = contents ? catalog_->indexed(target->checkpoint, *contents, tensors[i].name) : nullptr;
-      list.push_back(tensor_json(ckpt, i, tensors[i], places[i], pyramid));
+      list.push_back(tensor_json(i, tensors[i], file_names[tensors[i].file], places[i], pyramid));
     }
     reply_json(res, {{"checkpoint", target->checkpoint}, {"total", list.size()}, {"index_state", state},
                      {"stacks", layout_json(engine::model_layout(places))}, {"tensors", std::move(list)}});
@@ -106,7 +126,7 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
     const TensorInfo& t = *target->tensor;
     const size_t index = static_cast<size_t>(&t - ckpt.tensors().data());
     const auto contents = catalog_->index_of(target->checkpoint);
-    json j = tensor_json(ckpt, index, t, engine::place_of(t.name),
+    json j = tensor_json(index, t, ckpt.files()[t.file].path.filename().string(), engine::place_of(t.name),
                          contents ? catalog_->indexed(target->checkpoint, *contents, t.name) : nullptr);
     const engine::MatrixShape m = engine::as_matrix(t);
     const engine::DisplayView view = engine::display_view(t);
