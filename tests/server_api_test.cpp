@@ -3,7 +3,9 @@
 
 #include <httplib.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -64,14 +66,97 @@ class ServerApi : public ::testing::Test {
 TEST_F(ServerApi, ListsCheckpointsAndSearchesTensors) {
   const json c = get_json("/api/checkpoints");
   ASSERT_EQ(c["checkpoints"].size(), 1u);
-  EXPECT_EQ(c["checkpoints"][0]["index"], "ready");
+  const json& demo = c["checkpoints"][0];
+  EXPECT_EQ(demo["index"], "ready");
+  auto ckpt = open_checkpoint(dir_->path() / "demo");
+  ASSERT_TRUE(ckpt.ok());
+  uint64_t bytes = 0, parameters = 0;
+  for (const auto& f : (*ckpt)->files()) bytes += std::filesystem::file_size(f.path);
+  for (const auto& t : (*ckpt)->tensors()) parameters += t.elements();
+  EXPECT_EQ(demo["name"], (dir_->path() / "demo").string());
+  EXPECT_TRUE(std::filesystem::path(demo["path"].get<std::string>()).is_absolute());
+  EXPECT_EQ(demo["files"], (*ckpt)->files().size());
+  EXPECT_EQ(demo["bytes"], bytes);
+  EXPECT_EQ(demo["tensors"], (*ckpt)->tensors().size());
+  EXPECT_EQ(demo["parameters"], parameters);
+  // The fresh index read every tensor, and said so as it went.
+  const json& progress = demo["index_progress"];
+  EXPECT_EQ(progress["tensors_total"], (*ckpt)->tensors().size());
+  EXPECT_EQ(progress["tensors_done"], progress["tensors_total"]);
+  EXPECT_GT(progress["bytes_total"].get<uint64_t>(), 0u);
+  EXPECT_EQ(progress["bytes_done"], progress["bytes_total"]);
+
   const json all = get_json("/api/tensors?ckpt=0");
+  EXPECT_EQ(all["index_state"], "ready");
+  ASSERT_EQ(all["stacks"].size(), 1u);
+  EXPECT_EQ(all["stacks"][0]["stack"], "model.layers");
+  EXPECT_EQ(all["stacks"][0]["blocks"], 4);
+  EXPECT_EQ(all["stacks"][0]["roles"], json({"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                             "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                             "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+                                             "mlp.up_proj.weight", "mlp.down_proj.weight"}));
+  for (const auto& t : all["tensors"]) {
+    const TensorInfo* info = (*ckpt)->find(t["name"].get<std::string>());
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(t["offset"], info->offset);
+    EXPECT_EQ(t["bytes"], info->nbytes);
+    EXPECT_EQ(t["file"], info->file);
+    EXPECT_EQ(t["file_name"], (*ckpt)->files()[info->file].path.filename().string());
+    ASSERT_TRUE(t["stats"].is_object()) << "from the index: " << t.dump();
+    const json& s = t["stats"];
+    const double mean = s["mean"], std = s["std"], min = s["min"], max = s["max"];
+    EXPECT_NEAR(s["outlier_score"].get<double>(), std > 0 ? std::max(max - mean, mean - min) / std : 0.0, 1e-9);
+  }
+  const json embed = all["tensors"][0];
+  EXPECT_EQ(embed["section"], "embedding");
+  EXPECT_EQ(embed["block"], nullptr);
   const json some = get_json("/api/tensors?ckpt=0&q=down_proj");
   EXPECT_EQ(some["total"], 4);
   EXPECT_GT(all["total"].get<int>(), some["total"].get<int>());
-  for (const auto& t : some["tensors"]) EXPECT_NE(t["name"].get<std::string>().find("down_proj"), std::string::npos);
-  // The planted NaN and Inf of layer 2's down_proj show as a badge.
-  for (const auto& t : some["tensors"]) EXPECT_EQ(t["nonfinite"].get<int>() > 0, t["name"] == "model.layers.2.mlp.down_proj.weight");
+  for (const auto& t : some["tensors"]) {
+    EXPECT_NE(t["name"].get<std::string>().find("down_proj"), std::string::npos);
+    EXPECT_EQ(t["role_label"], "down");
+    // The planted NaN and Inf of layer 2's down_proj are counted.
+    const json& s = t["stats"];
+    EXPECT_EQ(s["nan"].get<int>() + s["pos_inf"].get<int>() + s["neg_inf"].get<int>() > 0, t["block"] == 2) << t["name"];
+  }
+}
+
+TEST_F(ServerApi, LocateFindsThePlantedNaNThroughTheIndexAndTheLargestMagnitude) {
+  const std::string t = "model.layers.2.mlp.down_proj.weight";  // NaN at [7, 11], +Inf at [100, 200]
+  const json nan = get_json("/api/locate?ckpt=0&tensor=" + t + "&what=nonfinite");
+  EXPECT_EQ(nan["found"], true);
+  EXPECT_EQ(nan["index"], 7 * 1024 + 11);
+  EXPECT_EQ(nan["coords"], json({7, 11}));
+  EXPECT_EQ(nan["matrix_row"], 7);
+  EXPECT_EQ(nan["matrix_col"], 11);
+  EXPECT_EQ(nan["view_row"], 7);
+  EXPECT_EQ(nan["view_col"], 11);
+  EXPECT_EQ(nan["value"], nullptr);
+  EXPECT_EQ(nan["kind"], "NaN");
+  // The index proves every tile row but the first clean: one band of rows decoded.
+  ASSERT_EQ(nan["records"].size(), 1u) << nan["records"].dump();
+  EXPECT_EQ(nan["records"][0]["op"], "tm.decode@1");
+  const json clean = get_json("/api/locate?ckpt=0&tensor=model.layers.1.mlp.down_proj.weight&what=nonfinite");
+  EXPECT_EQ(clean["found"], false);
+  EXPECT_EQ(clean["kind"], nullptr);
+  EXPECT_TRUE(clean["records"].empty()) << "the index proves it finite";
+
+  auto ckpt = open_checkpoint(dir_->path() / "demo");
+  ASSERT_TRUE(ckpt.ok());
+  auto values = (*ckpt)->decode_f32(*(*ckpt)->find(t));
+  ASSERT_TRUE(values.ok());
+  uint64_t best = 0;
+  for (uint64_t i = 0; i < values->size(); ++i) {
+    if (std::isfinite((*values)[i]) && !(std::fabs((*values)[i]) <= std::fabs((*values)[best]))) best = i;
+  }
+  const json top = get_json("/api/locate?ckpt=0&tensor=" + t + "&what=absmax");
+  EXPECT_EQ(top["found"], true);
+  EXPECT_EQ(top["index"], best);
+  EXPECT_EQ(top["matrix_row"], best / 1024);
+  EXPECT_EQ(top["matrix_col"], best % 1024);
+  EXPECT_EQ(top["value"].get<double>(), static_cast<double>((*values)[best]));
+  EXPECT_EQ(top["kind"], "value");
 }
 
 TEST_F(ServerApi, ValuesEqualTheDecodedTensor) {
@@ -179,23 +264,35 @@ TEST_F(ServerApi, TilesArePngsWithCachingHeaders) {
     auto conditional = client.Get(path.c_str(), {{"If-None-Match", etag}});
     EXPECT_EQ(conditional->status, 304);
   }
-  // The deepest level's tile count: 384 columns / 8 elements per tile.
-  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/47/0.png")->status, 200);
-  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/48/0.png")->status, 404);
+  // The [4096, 384] embedding is thin: shown as [1024, 1536], 4 rows side by side.
+  EXPECT_EQ(info["view"]["cols"], 1536);
+  // The deepest level's tile count: 1536 columns / 8 elements per tile.
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/191/0.png")->status, 200);
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/192/0.png")->status, 404);
 }
 
 TEST_F(ServerApi, BadRequestsGetCleanJsonErrors) {
   EXPECT_EQ(get_json("/api/tensor?ckpt=0&tensor=no.such.tensor", 404)["code"], "NOT_FOUND");
+  const json typo = get_json("/api/tensor?ckpt=0&tensor=model.layers.2.mlp.down_prj.weight", 404);
+  EXPECT_EQ(typo["hint"].get<std::string>().rfind("did you mean 'model.layers.2.mlp.down_proj.weight'", 0), 0u) << typo.dump();
+  EXPECT_NE(get_json("/api/tensor?ckpt=7&tensor=x", 404)["hint"].get<std::string>().find("checkpoints 0 to 0"),
+            std::string::npos);
   EXPECT_EQ(get_json("/api/tensor?ckpt=7&tensor=x", 404)["code"], "NOT_FOUND");
   EXPECT_EQ(get_json("/api/tensor?ckpt=-1&tensor=x", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=0&col=99999999999999999999", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=1&col=0", 400)["code"], "INVALID_ARGUMENT");
+  // model.norm.weight [384] is shown as [16, 24].
+  EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=16&col=0", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/tile/0/0/999/0/0.png", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/tile/0/0/3/0/0.png", 400)["code"], "INVALID_ARGUMENT");  // above the overview
-  EXPECT_EQ(get_json("/api/tile/0/0/17/18446744073709551615/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/tile/0/9999/17/0/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?stat=bogus", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?lo=1&hi=1", 400)["code"], "INVALID_ARGUMENT");
+  // The embedding's levels: 8 to 16.
+  const json far = get_json("/api/tile/0/0/16/18446744073709551615/0.png", 404);
+  EXPECT_EQ(far["code"], "NOT_FOUND");
+  EXPECT_EQ(far["hint"], "level 16 has x in [0, 192) and y in [0, 128)");
+  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png", 400)["hint"],
+            "levels run from 8 (the whole tensor in one tile) to 16 (32 pixels per element)");
+  EXPECT_EQ(get_json("/api/tile/0/9999/16/0/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tile/0/0/16/0/0.png?stat=bogus", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/tile/0/0/16/0/0.png?lo=1&hi=1", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/histogram?ckpt=0&tensor=model.norm.weight&bins=0", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/../../etc/passwd", 404)["code"], "NOT_FOUND");
   EXPECT_EQ(get_json("/api/nothing", 404)["code"], "NOT_FOUND");
@@ -259,11 +356,12 @@ TEST_F(ServerApi, QuantilesOverTheTimeBudgetAnswerWithTheLadderAndHonourConsent)
 
 TEST_F(ServerApi, MemoryBudgetAppliesToTheNextOperation) {
   httplib::Client client("127.0.0.1", port_);
-  auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})", "application/json");
+  auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "300000"})", "application/json");
   ASSERT_EQ(set->status, 200) << set->body;
   EXPECT_EQ(json::parse(set->body)["applies"], "now");
-  // The exact overview render needs more working memory than that (its sampled rung does not):
-  // without a restart, it now asks for consent.
+  // The exact overview render of the embedding (shown as [1024, 1536]: blocks of 8 rows) needs
+  // more working memory than that, its sampled rung (one row per block) does not: without a
+  // restart, it now asks for consent.
   const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
   const std::string tile = "/api/tile/0/0/" + std::to_string(info["zoom"]["min_level"].get<int>()) + "/0/0.png?lo=-0.0123&hi=0.0123";
   const json refused = get_json(tile, 409);

@@ -1,12 +1,12 @@
-// The data routes: checkpoints, tensors, statistics, histograms, values, cells and tiles.
+// The data routes: statistics, histograms, quantiles, outliers, channels, values, cells and tiles.
 #include "server/api.h"
 
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <sstream>
 
 #include "core/dtype_abi.h"
+#include "engine/locate.h"
 #include "engine/matrix_shape.h"
 #include "engine/outliers.h"
 #include "engine/quantile_ladder.h"
@@ -14,54 +14,13 @@
 #include "index/analysis_cache.h"
 #include "index/channel_store.h"
 #include "engine/tensor_ops.h"
+#include "server/api_shared.h"
 #include "server/http_util.h"
 
 namespace tensormorph::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-struct Target {
-  size_t checkpoint = 0;
-  const TensorInfo* tensor = nullptr;
-};
-
-Result<Target> target_of(const httplib::Request& req, Catalog& catalog, bool need_tensor = true) {
-  TM_ASSIGN_OR_RETURN(const uint64_t id, uint_param(req, "ckpt", 0, UINT32_MAX));
-  if (id >= catalog.size()) return Status::NotFound("no checkpoint " + std::to_string(id));
-  Target t{id, nullptr};
-  if (!need_tensor) return t;
-  auto name = param(req, "tensor");
-  if (!name) return Status::InvalidArgument("missing parameter 'tensor'");
-  t.tensor = catalog.at(id).checkpoint->find(*name);
-  if (t.tensor == nullptr) return Status::NotFound("no tensor named '" + name->substr(0, 200) + "'");
-  return t;
-}
-
-// "layer 3" for model.layers.3.* / blk.3.*, else the first name component.
-std::string group_of(const std::string& name) {
-  static const std::regex layer(R"((?:^|\.)(?:layers|h|blk|block|blocks)\.(\d+)\.)");
-  std::smatch m;
-  if (std::regex_search(name, m, layer)) return "layer " + m[1].str();
-  return "other";
-}
-
-json summary_json(const engine::TensorSummary& s, double mean, double std) {
-  json j = {{"count", s.count}, {"finite", s.finite}, {"nan", s.nan}, {"pos_inf", s.pos_inf}, {"neg_inf", s.neg_inf},
-            {"zeros", s.zeros}, {"min", s.min}, {"max", s.max}, {"absmax", s.absmax}, {"mean", mean}, {"std", std},
-            {"outlier_score", std > 0 ? s.absmax / std : 0.0}};
-  // Robust colour ranges: mean +- 4 std, clipped to the finite extremes.
-  double r = std::min(s.absmax, std::fabs(mean) + 4 * std);
-  if (!(r > 0)) r = s.absmax > 0 ? s.absmax : 1;
-  double lo = std::max(s.min, mean - 4 * std), hi = std::min(s.max, mean + 4 * std);
-  if (!(lo < hi)) lo = s.min, hi = s.max;
-  if (!(lo < hi)) lo = lo - 1, hi = hi + 1;
-  const double top = s.absmax > 0 ? s.absmax : 1;
-  j["range"] = {{"diverging", {-r, r}}, {"sequential", {lo, hi}}, {"magnitude", {0.0, r}}, {"log", {top * 1e-4, top}}};
-  return j;
-}
-
-json summary_json(const engine::TensorSummary& s) { return summary_json(s, s.mean(), s.stddev()); }
 
 // The statistics of an F64 or 32/64-bit integer tensor in its own domain (tm.exact_summary@1):
 // integer extremes as exact JSON integers, F64 extremes as the stored doubles.
@@ -74,29 +33,10 @@ json exact_summary_json(const TM_ExactSummary& e, DType dtype) {
   return j;
 }
 
-std::optional<engine::TensorSummary> indexed_summary(Catalog& catalog, size_t id, const TensorInfo& tensor) {
-  auto contents = catalog.index_of(id);
-  if (!contents) return std::nullopt;
-  const index::TensorPyramid* p = catalog.indexed(id, *contents, tensor.name);
-  if (p == nullptr || p->levels.empty() || p->levels.back().tiles.empty()) return std::nullopt;
-  return engine::summarize(p->levels.back().tiles[0]);
-}
-
-json records_json(const engine::Records& records) {
-  json a = json::array();
-  for (const auto& r : records) a.push_back(r.to_json());
-  return a;
-}
-
-json tensor_json(Catalog& catalog, size_t id, size_t index, const TensorInfo& t) {
-  const engine::MatrixShape m = engine::as_matrix(t);
-  json j = {{"index", index}, {"name", t.name}, {"group", group_of(t.name)}, {"dtype", std::string(dtype_name(t.dtype))},
-            {"shape", t.shape}, {"rows", m.rows}, {"cols", m.cols}};
-  if (auto s = indexed_summary(catalog, id, t)) {
-    j["nonfinite"] = s->nan + s->pos_inf + s->neg_inf;
-    j["outlier_score"] = s->stddev() > 0 ? s->absmax / s->stddev() : 0.0;
-  }
-  return j;
+// What the display view is, for a coordinate outside it.
+std::string view_hint(const engine::DisplayView& view) {
+  return "the tensor is shown as " + std::to_string(view.rows) + " x " + std::to_string(view.cols) + " (" + view.rule +
+         "): row < " + std::to_string(view.rows) + ", col < " + std::to_string(view.cols);
 }
 
 // Runs tm.tile_stats@1 over one block of the matrix: the statistics behind a pixel.
@@ -137,46 +77,11 @@ ApiContext::ApiContext(std::unique_ptr<engine::ComputeSession> session, std::uni
 }
 
 void ApiContext::register_routes(httplib::Server& http) {
-  http.Get("/api/checkpoints", [this](const httplib::Request&, httplib::Response& res) {
-    json list = json::array();
-    for (size_t i = 0; i < catalog_->size(); ++i) {
-      const ServedCheckpoint& c = catalog_->at(i);
-      std::string state;
-      catalog_->index_of(i, &state);
-      list.push_back({{"id", i}, {"name", c.label}, {"format", std::string(format_name(c.checkpoint->format()))},
-                      {"tensors", c.checkpoint->tensors().size()}, {"index", state}});
-    }
-    reply_json(res, {{"checkpoints", list}});
-  });
-
-  http.Get("/api/tensors", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_, false);
-    if (!target.ok()) return reply_error(res, target.status());
-    const std::string filter = param(req, "q").value_or("");
-    json list = json::array();
-    const auto tensors = catalog_->at(target->checkpoint).checkpoint->tensors();
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!filter.empty() && tensors[i].name.find(filter) == std::string::npos) continue;
-      list.push_back(tensor_json(*catalog_, target->checkpoint, i, tensors[i]));
-    }
-    reply_json(res, {{"checkpoint", target->checkpoint}, {"total", list.size()}, {"tensors", list}});
-  });
-
-  http.Get("/api/tensor", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
-    const auto tensors = catalog_->at(target->checkpoint).checkpoint->tensors();
-    const size_t index = static_cast<size_t>(target->tensor - tensors.data());
-    json j = tensor_json(*catalog_, target->checkpoint, index, *target->tensor);
-    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
-    j["zoom"] = zoom_geometry(m.rows, m.cols).to_json();
-    if (auto s = indexed_summary(*catalog_, target->checkpoint, *target->tensor)) j["summary"] = summary_json(*s);
-    reply_json(res, j);
-  });
+  register_tensor_routes(http);
 
   http.Get("/api/stats", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
     const bool recompute = param(req, "recompute").value_or("0") == "1";
     engine::Records records;
     if (ops::exact_summary_supported(target->tensor->dtype)) {
@@ -205,8 +110,8 @@ void ApiContext::register_routes(httplib::Server& http) {
   });
 
   http.Get("/api/histogram", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
     auto bins = uint_param(req, "bins", 64, 4096);
     if (!bins.ok()) return reply_error(res, bins.status());
     auto s = indexed_summary(*catalog_, target->checkpoint, *target->tensor);
@@ -227,8 +132,8 @@ void ApiContext::register_routes(httplib::Server& http) {
   });
 
   http.Get("/api/quantiles", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
     engine::QuantileOptions options;
     options.probabilities = {0, 0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 0.999, 1};
     if (auto text = param(req, "p")) {
@@ -296,8 +201,8 @@ void ApiContext::register_routes(httplib::Server& http) {
   });
 
   http.Get("/api/outliers", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
     auto k = uint_param(req, "k", 20, 10000);
     auto magnitude = double_param(req, "magnitude", 6.0);
     auto robust_z = double_param(req, "robust_z", 3.5);
@@ -328,8 +233,8 @@ void ApiContext::register_routes(httplib::Server& http) {
   });
 
   http.Get("/api/channels", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
     const std::string stat = param(req, "stat").value_or("absmax");
     if (stat != "absmax" && stat != "l2") return reply_error(res, Status::InvalidArgument("'stat' is absmax or l2"));
     const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
@@ -350,53 +255,64 @@ void ApiContext::register_routes(httplib::Server& http) {
                      {"source", stored ? "stored" : "computed"}, {"records", records_json(records)}});
   });
 
+  // Value, values and cell take and answer display-view coordinates (engine::display_view).
   http.Get("/api/value", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
-    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
+    const engine::DisplayView view = engine::display_view(*target->tensor);
+    const TensorInfo shown = engine::as_displayed(*target->tensor, view);
     auto row = uint_param(req, "row", 0, UINT64_MAX);
     auto col = uint_param(req, "col", 0, UINT64_MAX);
     if (!row.ok() || !col.ok()) return reply_error(res, row.ok() ? col.status() : row.status());
-    if (*row >= m.rows || *col >= m.cols) {
+    if (*row >= view.rows || *col >= view.cols) {
       return reply_error(res, Status::InvalidArgument("(" + std::to_string(*row) + ", " + std::to_string(*col) +
-                                                      ") is outside the " + std::to_string(m.rows) + " x " +
-                                                      std::to_string(m.cols) + " matrix"));
+                                                      ") is outside the " + std::to_string(view.rows) + " x " +
+                                                      std::to_string(view.cols) + " view"),
+                         view_hint(view));
     }
     engine::Records records;
-    auto stats = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor,
+    auto stats = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, shown,
                              {*row, *row + 1, *col, *col + 1}, records);
     if (!stats.ok()) return reply_error(res, stats.status());
     // One element: its value is the finite max, or what the non-finite counters say.
     const double v = stats->nan ? NAN : stats->pos_inf ? INFINITY : stats->neg_inf ? -INFINITY : stats->max;
     char text[48];
     std::snprintf(text, sizeof text, "%.9g", v);
-    reply_json(res, {{"row", *row}, {"col", *col}, {"value", json_number(v)}, {"text", text},
-                     {"records", records_json(records)}});
+    const uint64_t index = *row * view.cols + *col;
+    const uint64_t matrix_cols = engine::as_matrix(*target->tensor).cols;
+    reply_json(res, {{"row", *row}, {"col", *col}, {"index", index},
+                     {"coords", engine::coordinates_of(target->tensor->shape, index)},
+                     {"matrix_row", index / matrix_cols}, {"matrix_col", index % matrix_cols},
+                     {"value", json_number(v)}, {"text", text}, {"records", records_json(records)}});
   });
 
   // A window of exact values (at most kMaxValueWindow per side), for the text drawn in magnified cells.
   http.Get("/api/values", [this](const httplib::Request& req, httplib::Response& res) {
     constexpr uint64_t kMaxValueWindow = 64;
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
-    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
-    auto row = uint_param(req, "row", 0, m.rows - 1);
-    auto col = uint_param(req, "col", 0, m.cols - 1);
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
+    const engine::DisplayView view = engine::display_view(*target->tensor);
+    const TensorInfo shown = engine::as_displayed(*target->tensor, view);
+    auto row = uint_param(req, "row", 0, view.rows - 1);
+    auto col = uint_param(req, "col", 0, view.cols - 1);
     auto rows = uint_param(req, "rows", 1, kMaxValueWindow);
     auto cols = uint_param(req, "cols", 1, kMaxValueWindow);
-    for (const auto* p : {&row, &col, &rows, &cols}) {
+    for (const auto* p : {&row, &col}) {
+      if (!p->ok()) return reply_error(res, p->status(), view_hint(view));
+    }
+    for (const auto* p : {&rows, &cols}) {
       if (!p->ok()) return reply_error(res, p->status());
     }
-    const uint64_t row_end = std::min(m.rows, *row + *rows), col_end = std::min(m.cols, *col + *cols);
+    const uint64_t row_end = std::min(view.rows, *row + *rows), col_end = std::min(view.cols, *col + *cols);
     engine::Records records;
-    auto band = engine::decode_rows(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, *row,
-                                 row_end, &records);
+    auto band = engine::decode_rows(scheduler(), *catalog_->at(target->checkpoint).checkpoint, shown, *row, row_end,
+                                    &records);
     if (!band.ok()) return reply_error(res, band.status());
     json values = json::array(), texts = json::array();
     char text[48];
     for (uint64_t r = *row; r < row_end; ++r) {
       for (uint64_t c = *col; c < col_end; ++c) {
-        const double v = (*band)[(r - *row) * m.cols + c];
+        const double v = (*band)[(r - *row) * view.cols + c];
         std::snprintf(text, sizeof text, "%.9g", v);
         values.push_back(json_number(v));
         texts.push_back(text);
@@ -407,28 +323,28 @@ void ApiContext::register_routes(httplib::Server& http) {
   });
 
   http.Get("/api/cell", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = target_of(req, *catalog_);
-    if (!target.ok()) return reply_error(res, target.status());
-    const engine::MatrixShape m = engine::as_matrix(*target->tensor);
-    const ZoomGeometry g = zoom_geometry(m.rows, m.cols);
+    auto target = target_of(req, res, *catalog_);
+    if (!target) return;
+    const engine::DisplayView view = engine::display_view(*target->tensor);
+    const TensorInfo shown = engine::as_displayed(*target->tensor, view);
+    const ZoomGeometry g = zoom_geometry(view.rows, view.cols);
     auto level = uint_param(req, "level", g.max_level, g.max_level);
-    auto row = uint_param(req, "row", 0, m.rows - 1);
-    auto col = uint_param(req, "col", 0, m.cols - 1);
-    if (!level.ok() || !row.ok() || !col.ok()) {
-      return reply_error(res, !level.ok() ? level.status() : !row.ok() ? row.status() : col.status());
-    }
+    auto row = uint_param(req, "row", 0, view.rows - 1);
+    auto col = uint_param(req, "col", 0, view.cols - 1);
+    if (!level.ok()) return reply_error(res, level.status(), "levels run up to " + std::to_string(g.max_level));
+    if (!row.ok() || !col.ok()) return reply_error(res, !row.ok() ? row.status() : col.status(), view_hint(view));
     uint64_t cell = 1;
     uint32_t magnify = 1;
     g.cell_of(static_cast<uint32_t>(*level), cell, magnify);
     cell = std::min<uint64_t>(cell, ops::kMaxTile);
     const uint64_t r0 = *row / cell * cell, c0 = *col / cell * cell;
-    const ops::ViewRange view{r0, std::min(m.rows, r0 + cell), c0, std::min(m.cols, c0 + cell)};
+    const ops::ViewRange block{r0, std::min(view.rows, r0 + cell), c0, std::min(view.cols, c0 + cell)};
     engine::Records records;
-    auto s = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, *target->tensor, view, records);
+    auto s = block_stats(scheduler(), *catalog_->at(target->checkpoint).checkpoint, shown, block, records);
     if (!s.ok()) return reply_error(res, s.status());
     json j = summary_json(engine::summarize(*s));
-    j["rows"] = {view.row_begin, view.row_end};
-    j["cols"] = {view.col_begin, view.col_end};
+    j["rows"] = {block.row_begin, block.row_end};
+    j["cols"] = {block.col_begin, block.col_end};
     j["records"] = records_json(records);
     reply_json(res, j);
   });
@@ -463,7 +379,7 @@ void ApiContext::register_routes(httplib::Server& http) {
     t.hi = *hi;
     t.consent = param(req, "consent").value_or("");
     auto tile = renderer_.tile(t);
-    if (!tile.ok()) return reply_error(res, tile.status());
+    if (!tile.ok()) return reply_error(res, tile.status(), tile_hint(t));
     if (!tile->png) {
       json answer = tile->needs_consent;
       answer["tensor"] = t.tensor->name;

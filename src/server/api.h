@@ -35,6 +35,8 @@ class ApiContext {
   compute::Scheduler& scheduler() { return session_->scheduler(); }
 
  private:
+  /// Checkpoints, tensors, one tensor and locating an element (api_tensors.cpp).
+  void register_tensor_routes(httplib::Server& http);
   void register_compute_routes(httplib::Server& http);
   /// The Compare mode's routes (api_compare.cpp).
   void register_compare_routes(httplib::Server& http);

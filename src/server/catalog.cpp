@@ -32,6 +32,13 @@ void Catalog::start_indexing(compute::Scheduler& scheduler) {
     for (auto& served : served_) {
       index::IndexOptions options;
       options.interrupted = &stop_;
+      IndexProgressCounters& counters = served->index_progress;
+      options.progress = [&counters](const index::IndexProgress& p) {
+        counters.tensors_total = p.tensors_total;
+        counters.bytes_total = p.bytes_total;
+        counters.tensors_done = p.tensors_done;
+        counters.bytes_done = p.bytes_done;
+      };
       auto contents = std::make_shared<index::IndexContents>();
       auto report = index::update_index(scheduler, *served->checkpoint, options, contents.get());
       std::lock_guard lock(served->index_mutex);

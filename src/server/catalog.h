@@ -27,13 +27,22 @@ struct StatsPyramid {
   uint64_t bytes() const;
 };
 
+/// How far the background index build of one checkpoint has come (written by the indexer, read by requests).
+struct IndexProgressCounters {
+  std::atomic<uint64_t> tensors_done{0};
+  std::atomic<uint64_t> tensors_total{0};  ///< tensors that need indexing (current ones are reused)
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> bytes_total{0};    ///< bytes of the tensors that need indexing
+};
+
 /// One served checkpoint.
 struct ServedCheckpoint {
   std::unique_ptr<Checkpoint> checkpoint;
   std::string label;  ///< what the user passed on the command line
   mutable std::mutex index_mutex;
   std::shared_ptr<const index::IndexContents> index;  ///< null until the background build ends
-  std::string index_state = "building";               ///< "building", "ready" or "failed: why"
+  std::string index_state = "building";               ///< "building", "ready", "interrupted" or "failed: why"
+  IndexProgressCounters index_progress;
   std::map<std::string, size_t, std::less<>> pyramid_of;  ///< tensor name -> index of its pyramid
 };
 

@@ -12,7 +12,7 @@ void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int 
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void reply_error(httplib::Response& res, const Status& status) {
+void reply_error(httplib::Response& res, const Status& status, const std::string& hint) {
   int http = 500;
   switch (status.code()) {
     case StatusCode::kInvalidArgument: http = 400; break;
@@ -22,7 +22,9 @@ void reply_error(httplib::Response& res, const Status& status) {
     case StatusCode::kResourceExhausted: http = 503; break;
     default: http = 500; break;
   }
-  reply_json(res, {{"error", status.message()}, {"code", std::string(status_code_name(status.code()))}}, http);
+  nlohmann::ordered_json body = {{"error", status.message()}, {"code", std::string(status_code_name(status.code()))}};
+  if (!hint.empty()) body["hint"] = hint;
+  reply_json(res, body, http);
 }
 
 std::optional<std::string> param(const httplib::Request& req, const char* name) {

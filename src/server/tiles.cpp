@@ -85,7 +85,7 @@ Result<engine::RenderOutcome> TileRenderer::render(const TileRequest& r, const Z
   if (contents && p.cell >= contents->tile && p.cell % contents->tile == 0) {
     const index::TensorPyramid* pyramid = catalog_.indexed(r.checkpoint, *contents, r.tensor->name);
     const size_t k = static_cast<size_t>(std::countr_zero(p.cell / contents->tile));
-    if (pyramid != nullptr && k < pyramid->levels.size()) {
+    if (pyramid != nullptr && pyramid->rows == g.rows && pyramid->cols == g.cols && k < pyramid->levels.size()) {
       level = &pyramid->levels[k];
       keep_alive = contents;
       source = "index";
@@ -106,9 +106,28 @@ Result<engine::RenderOutcome> TileRenderer::render(const TileRequest& r, const Z
   return engine::render_stats_tile(scheduler_, level->tiles, level->grid.rows, level->grid.cols, p);
 }
 
-Result<TileResult> TileRenderer::tile(const TileRequest& r) {
-  const engine::MatrixShape m = engine::as_matrix(*r.tensor);
-  const ZoomGeometry g = zoom_geometry(m.rows, m.cols);
+std::string tile_hint(const TileRequest& r) {
+  const engine::DisplayView view = engine::display_view(*r.tensor);
+  const ZoomGeometry g = zoom_geometry(view.rows, view.cols);
+  if (r.level > g.max_level || r.level < g.min_level) {
+    return "levels run from " + std::to_string(g.min_level) + " (the whole tensor in one tile) to " +
+           std::to_string(g.max_level) + " (" + std::to_string(kDeepestMagnify) + " pixels per element)";
+  }
+  if (r.x >= g.tiles_x(r.level) || r.y >= g.tiles_y(r.level)) {
+    return "level " + std::to_string(r.level) + " has x in [0, " + std::to_string(g.tiles_x(r.level)) + ") and y in [0, " +
+           std::to_string(g.tiles_y(r.level)) + ")";
+  }
+  return "";
+}
+
+Result<TileResult> TileRenderer::tile(const TileRequest& request) {
+  // A folded tensor renders as its own bytes reshaped to the view; overview pyramids of the
+  // matrix view (the index's) do not fit it, so render() checks their shape.
+  const engine::DisplayView view = engine::display_view(*request.tensor);
+  const TensorInfo shown = engine::as_displayed(*request.tensor, view);
+  TileRequest r = request;
+  r.tensor = &shown;
+  const ZoomGeometry g = zoom_geometry(view.rows, view.cols);
   if (r.level > g.max_level || r.level < g.min_level) {
     return Status::InvalidArgument("level " + std::to_string(r.level) + " is outside [" + std::to_string(g.min_level) +
                                    ", " + std::to_string(g.max_level) + "]");

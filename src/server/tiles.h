@@ -38,7 +38,7 @@ struct ZoomGeometry {
 /// The geometry of a rows x cols matrix.
 ZoomGeometry zoom_geometry(uint64_t rows, uint64_t cols);
 
-/// What a tile request asks for.
+/// What a tile request asks for: a tile of the tensor's display view (engine::display_view).
 struct TileRequest {
   size_t checkpoint = 0;
   const TensorInfo* tensor = nullptr;
@@ -74,6 +74,10 @@ class TileRenderer {
   compute::Scheduler& scheduler_;
   TileCache cache_;
 };
+
+/// What the user can do about a tile request outside the tensor's levels or tiles: the levels
+/// there are, or the tiles of the level asked for ("" when the request is inside them).
+std::string tile_hint(const TileRequest& request);
 
 /// Tensors with more elements than this take overview levels from statistics pyramids.
 inline constexpr uint64_t kValuesOnlyElements = uint64_t{1} << 22;
