@@ -36,6 +36,8 @@ class ApiContext {
 
  private:
   void register_compute_routes(httplib::Server& http);
+  /// The colour scales and palettes (api_colormaps.cpp).
+  static void register_colormap_routes(httplib::Server& http);
   /// The Compare mode's routes (api_compare.cpp).
   void register_compare_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.

@@ -18,11 +18,14 @@ void reply_error(httplib::Response& res, const Status& status) {
     case StatusCode::kInvalidArgument: http = 400; break;
     case StatusCode::kNotFound: http = 404; break;
     case StatusCode::kUnsupported:
-    case StatusCode::kUnimplemented: http = 422; break;
-    case StatusCode::kResourceExhausted: http = 503; break;
+    case StatusCode::kUnimplemented:
+    case StatusCode::kFailedPrecondition:  // refused under the constraints in force
+    case StatusCode::kResourceExhausted: http = 422; break;  // over a budget the user sets
     default: http = 500; break;
   }
-  reply_json(res, {{"error", status.message()}, {"code", std::string(status_code_name(status.code()))}}, http);
+  nlohmann::ordered_json body = {{"error", status.message()}, {"code", std::string(status_code_name(status.code()))}};
+  if (!status.hint().empty()) body["hint"] = status.hint();
+  reply_json(res, body, http);
 }
 
 std::optional<std::string> param(const httplib::Request& req, const char* name) {

@@ -14,7 +14,7 @@ namespace tensormorph::server {
 
 /// Replies `body` as JSON with `status` (200 by default).
 void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
-/// Replies {"error": message, "code": "NOT_FOUND"} with the HTTP status matching the code.
+/// Replies {"error": message, "code": "NOT_FOUND"[, "hint": what to do]} with the HTTP status matching the code.
 void reply_error(httplib::Response& res, const Status& status);
 /// The query parameter `name`, or nullopt.
 std::optional<std::string> param(const httplib::Request& req, const char* name);
