@@ -32,6 +32,7 @@ struct FakeConfig {
   uint64_t needs_bytes = 0;  // a data-dependent output of this many bytes (0: none)
   uint32_t seen_inputs = 0;  // what the last query named
   std::vector<TM_DType> seen_dtypes;
+  uint32_t abi_minor = TM_PLUGIN_ABI_MINOR;  // the minor ABI version its table declares
 };
 
 struct FakeError {
@@ -121,14 +122,14 @@ TM_Error* fake_execute(TM_Backend* b, const TM_OpInstance* op, const TM_Executio
   return nullptr;
 }
 
-const TM_PluginApi* fake_api(const std::string& name) {
+const TM_PluginApi* fake_api(const std::string& name, uint32_t abi_minor = TM_PLUGIN_ABI_MINOR) {
   static std::map<std::string, TM_PluginApi> tables;
   static std::map<std::string, std::string> names;
   names[name] = name;
   TM_PluginApi api{};
   api.struct_size = sizeof api;
   api.abi_major = TM_PLUGIN_ABI_MAJOR;
-  api.abi_minor = TM_PLUGIN_ABI_MINOR;
+  api.abi_minor = abi_minor;
   api.name = names[name].c_str();
   api.version = "test";
   api.error_code = fake_error_code;
@@ -159,7 +160,7 @@ class SchedulerTest : public ::testing::Test {
   FakeConfig& add(FakeConfig c) {
     configs_.push_back(std::make_unique<FakeConfig>(std::move(c)));
     g_next_config = configs_.back().get();
-    auto backend = Backend::create(fake_api(configs_.back()->name), 0, {}, nullptr);
+    auto backend = Backend::create(fake_api(configs_.back()->name, configs_.back()->abi_minor), 0, {}, nullptr);
     EXPECT_TRUE(backend.ok()) << backend.status().to_string();
     backends_.push_back(std::move(backend).value());
     return *configs_.back();
@@ -230,6 +231,163 @@ TEST_F(SchedulerTest, ConstraintsNeverOnlyPrefer) {
   s.set_constraints({.prefer = {}, .never = {"alpha", "beta"}, .only = {}});
   auto none = s.run(request());
   EXPECT_FALSE(none.ok() && none->executed);
+}
+
+TEST_F(SchedulerTest, ConstraintsThatExcludeEveryBackendAreAFailedPreconditionSayingWhatToAllow) {
+  add({.name = "alpha", .compute_ns = 5000});
+  add({.name = "beta", .compute_ns = 100});
+  auto s = make();
+  s.set_constraints({.prefer = {}, .never = {"alpha", "beta"}, .only = {}});
+  auto none = s.run(request());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition) << none.status().to_string();
+  EXPECT_NE(none.status().hint().find("allow a backend"), std::string::npos) << none.status().hint();
+  EXPECT_NE(none.status().hint().find("alpha, beta"), std::string::npos) << none.status().hint();
+  // The message says it too (the command line prints only the message).
+  EXPECT_NE(none.status().message().find(none.status().hint()), std::string::npos);
+  s.set_constraints({.prefer = {}, .never = {}, .only = {"gamma"}});
+  auto only = s.run(request());
+  ASSERT_FALSE(only.ok());
+  EXPECT_EQ(only.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(only.status().hint().find("only=gamma"), std::string::npos) << only.status().hint();
+  // The estimate says the same without running anything.
+  auto estimate = s.estimate(request());
+  ASSERT_TRUE(estimate.ok());
+  EXPECT_FALSE(estimate->placeable);
+  EXPECT_EQ(estimate->refusal.code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, OverTheMemoryBudgetWithNothingToConsentToIsResourceExhaustedSayingHowMuch) {
+  // Over the budget, and test.op@1's approximate rung has no backend: nothing to offer.
+  add({.name = "exact", .compute_ns = 10, .bytes_written = 96ull << 20, .supported_op = "test.op@1"});
+  auto s = make({.constraints = {}, .memory_budget_bytes = 64ull << 20});
+  auto p = s.run(request());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted) << p.status().to_string();
+  EXPECT_NE(p.status().hint().find("raise the memory budget (now 64 MiB) to at least 96 MiB"), std::string::npos)
+      << p.status().hint();
+  EXPECT_NE(p.status().message().find("over the memory budget"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, BackendsThatAllFailAreStillUnimplemented) {
+  // A kernel's UNIMPLEMENTED means "place it elsewhere"; when nowhere is left, that is the answer.
+  add({.name = "broken", .compute_ns = 1, .fail_with = TM_STATUS_UNIMPLEMENTED, .supported_op = "test.op@1"});
+  add({.name = "broken_too", .compute_ns = 2, .fail_with = TM_STATUS_UNIMPLEMENTED, .supported_op = "test.op@1"});
+  auto s = make();
+  auto p = s.run(request());
+  ASSERT_FALSE(p.ok()) << "executed: " << p->executed;
+  EXPECT_EQ(p.status().code(), StatusCode::kUnimplemented) << p.status().to_string();
+  EXPECT_TRUE(p.status().hint().empty());
+}
+
+TEST_F(SchedulerTest, AnUnmetPreferenceSaysWhyTheOthersServed) {
+  add({.name = "host", .compute_ns = 1000});
+  add({.name = "gpu", .compute_ns = 10, .supported_op = "test.op_sampled@1"});
+  auto s = make();
+  s.set_constraints({.prefer = {"gpu"}, .never = {}, .only = {}});
+  auto p = s.run(request());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->record.backend, "host");
+  EXPECT_EQ(p->record.reason, PlacementReason::kPreferredUnavailable);
+  EXPECT_EQ(p->record.to_json()["reason"], "preferred-unavailable");
+  EXPECT_NE(p->record.reason_detail.find("preferred gpu unsupported: fake: not this op"), std::string::npos)
+      << p->record.reason_detail;
+  // A preference naming no loaded backend says so.
+  s.set_constraints({.prefer = {"tpu"}, .never = {}, .only = {}});
+  auto q = s.run(request());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->record.reason, PlacementReason::kPreferredUnavailable);
+  EXPECT_NE(q->record.reason_detail.find("no loaded backend is named tpu"), std::string::npos) << q->record.reason_detail;
+  // Without a preference the same placement is plainly the cheapest.
+  s.set_constraints({});
+  EXPECT_EQ(s.run(request())->record.reason, PlacementReason::kCheapest);
+}
+
+TEST_F(SchedulerTest, RecordsNameTheTensorTheyServed) {
+  add({.name = "host"});
+  auto s = make();
+  OpRequest r = request();
+  r.subject = "model.layers.0.mlp.up_proj.weight";
+  auto p = s.run(r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->record.tensor, r.subject);
+  EXPECT_EQ(p->record.to_json()["tensor"], r.subject);
+  EXPECT_EQ(s.log().recent(1)[0].tensor, r.subject);
+  EXPECT_EQ(s.run(request())->record.to_json()["tensor"], "");
+}
+
+TEST_F(SchedulerTest, ThePlacementLogKeepsRunningTotalsAndTheLastConsents) {
+  auto& flaky = add({.name = "flaky", .compute_ns = 1, .fail_with = TM_STATUS_UNIMPLEMENTED});
+  add({.name = "steady", .compute_ns = 100});
+  add({.name = "bounded", .exactness = TM_EXACT_BOUNDED, .error_bound = 1e-6, .compute_ns = 10});
+  SchedulerOptions options;
+  auto s = make(options);
+  ASSERT_TRUE(s.run(request()).ok());  // flaky fails, steady serves: a fallback
+  flaky.fail_with = TM_STATUS_OK;
+  ASSERT_TRUE(s.run(request()).ok());  // flaky, the cheapest
+  s.set_constraints({.prefer = {}, .never = {"flaky", "steady"}, .only = {}});
+  OpRequest consenting = request();
+  consenting.consent = "backend:bounded";
+  for (int i = 0; i < 22; ++i) {
+    consenting.subject = "t" + std::to_string(i);
+    auto p = s.run(consenting);
+    ASSERT_TRUE(p.ok() && p->executed) << p.status().to_string();
+  }
+  const PlacementSummary summary = s.log().summary();
+  EXPECT_EQ(summary.total.operations, 24u);
+  EXPECT_EQ(summary.total.fallbacks, 1u);
+  EXPECT_EQ(summary.total.consented, 22u);
+  EXPECT_EQ(summary.total.approximate, 22u);
+  EXPECT_EQ(summary.by_backend.at("steady").operations, 1u);
+  EXPECT_EQ(summary.by_backend.at("steady").fallbacks, 1u);
+  EXPECT_EQ(summary.by_backend.at("flaky").operations, 1u);
+  EXPECT_EQ(summary.by_backend.at("bounded").consented, 22u);
+  ASSERT_EQ(summary.consents.size(), PlacementSummary::kKeptConsents);
+  EXPECT_EQ(summary.consents.front().tensor, "t2");  // the oldest two were let go
+  EXPECT_EQ(summary.consents.back().tensor, "t21");
+  const auto j = summary.to_json();
+  EXPECT_EQ(j["operations"], 24);
+  EXPECT_EQ(j["by_backend"]["bounded"]["approximate"], 22);
+  EXPECT_EQ(j["consents"].size(), 20u);
+  EXPECT_EQ(j["consents"][19]["tensor"], "t21");
+  EXPECT_EQ(j["consents"][19]["exactness"], "bounded");
+  EXPECT_EQ(j["consents"][19]["backend"], "bounded");
+  EXPECT_NE(j["consents"][19]["detail"].get<std::string>().find("consented"), std::string::npos);
+  EXPECT_GT(j["consents"][19]["sequence"].get<uint64_t>(), j["consents"][18]["sequence"].get<uint64_t>());
+}
+
+TEST(PlacementLogTest, TotalsOutliveTheRecordsKept) {
+  PlacementLog log(2);
+  for (int i = 0; i < 5; ++i) {
+    PlacementRecord r;
+    r.backend = i % 2 ? "a" : "b";
+    r.exactness = "bitwise";
+    log.append(r);
+  }
+  EXPECT_EQ(log.recent(10).size(), 2u);
+  EXPECT_EQ(log.summary().total.operations, 5u);
+  EXPECT_EQ(log.summary().by_backend.at("b").operations, 3u);
+  EXPECT_EQ(log.summary().total.approximate, 0u);
+}
+
+TEST_F(SchedulerTest, APluginBuiltForAnOlderMinorGetsNoValueItsRangeLacked) {
+  // An attribute whose range grew in minor 4: values above 2 go only to plugins built for >= 4.
+  ops::AttributeSpec widened{"mode", ops::AttributeKind::kInt, false, 0, 0, 100, "a mode", 4, 2};
+  ASSERT_TRUE(registry_.add({"test.modes@1", "an operation with modes", {}, {widened}, {}, "exact", {}}).ok());
+  add({.name = "old", .compute_ns = 1, .abi_minor = 3});
+  add({.name = "new", .compute_ns = 1000});
+  auto s = make();
+  OpRequest r = request();
+  r.op = "test.modes@1";
+  r.attributes = {{"mode", 2, 0}};
+  EXPECT_EQ(s.run(r)->record.backend, "old");  // within the range it knew
+  r.attributes = {{"mode", 17, 0}};
+  auto p = s.run(r);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->record.backend, "new");
+  bool said = false;
+  for (const auto& v : p->record.candidates) said |= v.backend == "old" && v.verdict.find("built for plugin ABI 1.3: mode 17 came in 1.4") != std::string::npos;
+  EXPECT_TRUE(said) << p->record.to_json().dump();
 }
 
 TEST_F(SchedulerTest, FallsBackOperationByOperation) {

@@ -165,20 +165,27 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
   auto session = open(0);
   // Cells below 8 run the reference in bands, larger ones the SIMD tile_stats kernels: both must
   // give the reference's bytes, also for tiles that hang over the matrix's edges.
+  // Palettes too (both render paths): the colours are the reference's whatever the palette.
   struct Case {
     uint64_t cell, row_begin, col_begin;
     PixelStat stat;
+    ColorMap scale = ColorMap::kDiverging;
+    ops::Palette palette = ops::Palette::kDefault;
   };
   for (const Case& c : {Case{1, 0, 0, PixelStat::kEnvelope}, Case{2, 0, 0, PixelStat::kEnvelope},
                         Case{4, 0, 0, PixelStat::kEnvelope}, Case{8, 0, 0, PixelStat::kEnvelope},
                         Case{8, 256, 128, PixelStat::kMean}, Case{32, 0, 0, PixelStat::kStd},
-                        Case{16, 992, 600, PixelStat::kNonFinite}, Case{64, 0, 64, PixelStat::kAbsmax}}) {
+                        Case{16, 992, 600, PixelStat::kNonFinite}, Case{64, 0, 64, PixelStat::kAbsmax},
+                        Case{2, 0, 0, PixelStat::kEnvelope, ColorMap::kDiverging, ops::Palette::kRdBu},
+                        Case{16, 0, 0, PixelStat::kMean, ColorMap::kSequential, ops::Palette::kCividis}}) {
     const uint64_t cell = c.cell;
     RenderParams p;
     p.cell = cell;
     p.row_begin = c.row_begin;
     p.col_begin = c.col_begin;
     p.stat = c.stat;
+    p.colormap = c.scale;
+    p.palette = c.palette;
     p.lo = -0.06;
     p.hi = 0.06;
     std::vector<uint8_t> want(ops::kRenderTileBytes);
@@ -192,14 +199,16 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
                           {"col_begin", static_cast<int64_t>(c.col_begin), 0},
                           {"cell", static_cast<int64_t>(cell), 0}, {"magnify", 1, 0},
                           {"stat", static_cast<int64_t>(c.stat), 0},
-                          {"colormap", 0, 0}, {"lo", 0, -0.06}, {"hi", 0, 0.06}};
+                          {"colormap", ops::colormap_attribute(c.scale, c.palette), 0}, {"lo", 0, -0.06},
+                          {"hi", 0, 0.06}};
     auto placed = session->scheduler().run(request);
     ASSERT_TRUE(placed.ok()) << placed.status().to_string();
     ASSERT_TRUE(placed->executed);
     EXPECT_EQ(placed->record.op, ops::kOpRenderTile);
     EXPECT_EQ(placed->record.backend, "cpu");
     EXPECT_EQ(placed->record.exactness, "bitwise");
-    EXPECT_EQ(got, want) << "cell " << cell << " at (" << c.row_begin << ", " << c.col_begin << ")";
+    EXPECT_EQ(got, want) << "cell " << cell << " at (" << c.row_begin << ", " << c.col_begin << "), palette "
+                         << ops::palette_name(c.palette);
   }
 }
 

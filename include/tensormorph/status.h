@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kDeviceLost = 8,        ///< an accelerator died mid-operation
   kInternal = 9,          ///< a bug in Tensormorph
   kOutputTooSmall = 10,   ///< a data-dependent output needs more room (the host grows it and retries)
+  kFailedPrecondition = 11,  ///< refused as things are set (constraints exclude every backend); host only, never crosses the ABI
 };
 
 /// Human-readable name of a status code ("FORMAT_ERROR", ...).
@@ -45,6 +46,7 @@ class [[nodiscard]] Status {
   static Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
   /// True when no error occurred.
@@ -55,12 +57,17 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   /// "FORMAT_ERROR: message".
   std::string to_string() const;
-  /// Returns a copy whose message is prefixed with `context: `.
+  /// Returns a copy whose message is prefixed with `context: ` (the hint is kept).
   Status with_context(std::string_view context) const;
+  /// What the user can do about the error, in one sentence (empty when nothing specific).
+  const std::string& hint() const { return hint_; }
+  /// Returns a copy carrying `hint` (the message should say it too: most faces print only the message).
+  Status with_hint(std::string hint) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string hint_;
 };
 
 /// A value or the Status explaining why there is none.

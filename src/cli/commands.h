@@ -75,11 +75,11 @@ void add_compute_options(CLI::App* sub, ComputeOptions& options);
 /// Opens the compute session for a command, printing the error when it fails; nullptr then.
 std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOptions& options);
 
-/// Prints placement records as a table (operation, backend, why, estimated/measured time, bytes).
+/// Prints placement records as a table (operation, tensor, backend, why, estimated/measured time, bytes).
 void print_placements(std::ostream& out, const engine::Records& records);
 
 /// Says on stderr, once, when operations ran elsewhere than a preferred backend (how many, and the
-/// first one's reason, from the records' "preferred X ..." details).
+/// first one's reason, from the records placed "preferred-unavailable").
 void note_unmet_preferences(const engine::Records& records);
 
 /// Placement records as a JSON array.

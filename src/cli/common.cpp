@@ -100,16 +100,18 @@ std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOpti
 
 void print_placements(std::ostream& out, const engine::Records& records) {
   out << "\nplacements (" << records.size() << " operations)\n";
+  // The tensor column is as wide as the longest name (within reason: longer ones push the row on).
+  int tensor_width = 6;
+  for (const auto& r : records) tensor_width = std::max(tensor_width, static_cast<int>(std::min<size_t>(r.tensor.size(), 48)));
   char line[512];
-  std::snprintf(line, sizeof line, "  %-16s %-8s %-10s %-10s %10s %10s %12s  %s\n", "operation", "dtype", "backend",
-                "exactness", "est ms", "meas ms", "bytes moved", "why");
-  out << line;
+  std::snprintf(line, sizeof line, "  %-16s %-*s %-8s %-10s %-10s %10s %10s %12s  ", "operation", tensor_width, "tensor",
+                "dtype", "backend", "exactness", "est ms", "meas ms", "bytes moved");
+  out << line << "why\n";
   for (const auto& r : records) {
-    std::snprintf(line, sizeof line, "  %-16s %-8s %-10s %-10s %10.3f %10.3f %12llu  %s: %s\n", r.op.c_str(),
-                  r.dtype.c_str(), r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6, r.measured_ns / 1e6,
-                  static_cast<unsigned long long>(r.bytes_moved), compute::placement_reason_name(r.reason),
-                  r.reason_detail.c_str());
-    out << line;
+    std::snprintf(line, sizeof line, "  %-16s %-*s %-8s %-10s %-10s %10.3f %10.3f %12llu  ", r.op.c_str(), tensor_width,
+                  r.tensor.c_str(), r.dtype.c_str(), r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6,
+                  r.measured_ns / 1e6, static_cast<unsigned long long>(r.bytes_moved));
+    out << line << compute::placement_reason_name(r.reason) << ": " << r.reason_detail << "\n";
   }
 }
 
@@ -117,9 +119,9 @@ void note_unmet_preferences(const engine::Records& records) {
   size_t unmet = 0;
   std::string first;
   for (const auto& r : records) {
-    const size_t at = r.reason_detail.find("; preferred ");
-    if (at == std::string::npos) continue;
-    if (unmet++ == 0) first = r.op + " ran on " + r.backend + " (" + r.reason_detail.substr(at + 2) + ")";
+    if (r.reason != compute::PlacementReason::kPreferredUnavailable) continue;
+    const std::string why = r.reason_detail.substr(0, r.reason_detail.find("; then the cheapest"));
+    if (unmet++ == 0) first = r.op + (r.tensor.empty() ? "" : " of " + r.tensor) + " ran on " + r.backend + " (" + why + ")";
   }
   if (unmet == 0) return;
   std::cerr << "tensormorph: note: the preferred backend did not run " << unmet << " of " << records.size()

@@ -50,6 +50,8 @@ class Backend {
   const std::string& name() const { return name_; }
   /// The plugin's own version string.
   const std::string& version() const { return version_; }
+  /// The minor ABI version the plugin was built for (its table's abi_minor).
+  uint32_t abi_minor() const { return api_.abi_minor; }
   /// Where it came from.
   const BackendOrigin& origin() const { return origin_; }
   /// Opens the device if it is not open yet (once; thread-safe); the reason when it cannot be.

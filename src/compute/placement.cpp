@@ -8,6 +8,7 @@ const char* placement_reason_name(PlacementReason reason) {
     case PlacementReason::kPreferred: return "preferred";
     case PlacementReason::kFallback: return "fallback";
     case PlacementReason::kConsented: return "consented";
+    case PlacementReason::kPreferredUnavailable: return "preferred-unavailable";
   }
   return "unknown";
 }
@@ -15,6 +16,7 @@ const char* placement_reason_name(PlacementReason reason) {
 nlohmann::ordered_json PlacementRecord::to_json() const {
   nlohmann::ordered_json j = {{"sequence", sequence},
                               {"op", op},
+                              {"tensor", tensor},
                               {"dtype", dtype},
                               {"shape", shape},
                               {"backend", backend},
@@ -36,9 +38,45 @@ nlohmann::ordered_json PlacementRecord::to_json() const {
   return j;
 }
 
+namespace {
+
+void count(PlacementCounts& c, const PlacementRecord& r) {
+  ++c.operations;
+  if (r.reason == PlacementReason::kFallback) ++c.fallbacks;
+  if (r.reason == PlacementReason::kConsented) ++c.consented;
+  if (r.exactness != "bitwise") ++c.approximate;
+}
+
+nlohmann::ordered_json counts_json(const PlacementCounts& c) {
+  return {{"operations", c.operations}, {"fallbacks", c.fallbacks}, {"consented", c.consented},
+          {"approximate", c.approximate}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json PlacementSummary::to_json() const {
+  nlohmann::ordered_json backends = nlohmann::ordered_json::object();
+  for (const auto& [name, c] : by_backend) backends[name] = counts_json(c);
+  nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+  for (const auto& r : consents) {
+    kept.push_back({{"sequence", r.sequence}, {"op", r.op}, {"tensor", r.tensor}, {"backend", r.backend},
+                    {"exactness", r.exactness}, {"detail", r.reason_detail}});
+  }
+  return {{"operations", total.operations}, {"by_backend", std::move(backends)}, {"fallbacks", total.fallbacks},
+          {"consented", total.consented}, {"approximate", total.approximate}, {"consents", std::move(kept)}};
+}
+
 uint64_t PlacementLog::append(PlacementRecord record) {
   std::lock_guard lock(mutex_);
   record.sequence = next_++;
+  count(summary_.total, record);
+  count(summary_.by_backend[record.backend], record);
+  if (record.reason == PlacementReason::kConsented) {
+    PlacementRecord kept = record;
+    kept.candidates.clear();  // the summary says what ran, not how it was chosen
+    summary_.consents.push_back(std::move(kept));
+    while (summary_.consents.size() > PlacementSummary::kKeptConsents) summary_.consents.pop_front();
+  }
   records_.push_back(std::move(record));
   while (records_.size() > capacity_) records_.pop_front();
   return records_.back().sequence;
@@ -48,6 +86,11 @@ std::vector<PlacementRecord> PlacementLog::recent(size_t n) const {
   std::lock_guard lock(mutex_);
   size_t start = records_.size() > n ? records_.size() - n : 0;
   return {records_.begin() + static_cast<std::ptrdiff_t>(start), records_.end()};
+}
+
+PlacementSummary PlacementLog::summary() const {
+  std::lock_guard lock(mutex_);
+  return summary_;
 }
 
 std::vector<PlacementRecord> PlacementLog::since(uint64_t after) const {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,9 +18,10 @@ enum class PlacementReason {
   kPreferred,   ///< the user's "prefer" constraint picked it among eligible backends
   kFallback,    ///< an earlier choice failed (UNIMPLEMENTED / RESOURCE_EXHAUSTED / DEVICE_LOST)
   kConsented,   ///< an approximate rung the caller consented to
+  kPreferredUnavailable,  ///< a preference was set, but no preferred backend could serve it (the detail says why)
 };
 
-/// "cheapest", "preferred", "fallback", "consented".
+/// "cheapest", "preferred", "fallback", "consented", "preferred-unavailable".
 const char* placement_reason_name(PlacementReason reason);
 
 /// How one candidate fared during placement.
@@ -33,6 +35,7 @@ struct CandidateVerdict {
 struct PlacementRecord {
   uint64_t sequence = 0;
   std::string op;
+  std::string tensor;         ///< the tensor the operation served (OpRequest::subject), "" when none
   std::string dtype;
   std::string shape;
   std::string backend;
@@ -51,7 +54,28 @@ struct PlacementRecord {
   nlohmann::ordered_json to_json() const;
 };
 
-/// A bounded, thread-safe log of recent records.
+/// Counts of executed operations, by how they were placed.
+struct PlacementCounts {
+  uint64_t operations = 0;
+  uint64_t fallbacks = 0;    ///< placed again after a backend failed (reason fallback)
+  uint64_t consented = 0;    ///< ran a rung the caller consented to (reason consented)
+  uint64_t approximate = 0;  ///< results that are not bitwise exact (exactness bounded or approximate)
+};
+
+/// Totals since the log was created; they outlive the records the log keeps.
+struct PlacementSummary {
+  PlacementCounts total;
+  std::map<std::string, PlacementCounts> by_backend;
+  std::deque<PlacementRecord> consents;  ///< the last kKeptConsents consented records, oldest first
+
+  /// How many consented records are kept.
+  static constexpr size_t kKeptConsents = 20;
+  /// JSON form: {operations, by_backend: {NAME: counts}, fallbacks, consented, approximate,
+  /// consents: [{sequence, op, tensor, backend, exactness, detail}]}.
+  nlohmann::ordered_json to_json() const;
+};
+
+/// A bounded, thread-safe log of recent records, with running totals since it was created.
 class PlacementLog {
  public:
   /// Keeps at most `capacity` records.
@@ -62,12 +86,15 @@ class PlacementLog {
   std::vector<PlacementRecord> recent(size_t n) const;
   /// Records with sequence > `after`.
   std::vector<PlacementRecord> since(uint64_t after) const;
+  /// The running totals.
+  PlacementSummary summary() const;
 
  private:
   mutable std::mutex mutex_;
   std::deque<PlacementRecord> records_;
   size_t capacity_;
   uint64_t next_ = 1;
+  PlacementSummary summary_;
 };
 
 }  // namespace tensormorph::compute

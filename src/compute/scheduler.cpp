@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "core/dtype_abi.h"
 
@@ -18,9 +20,39 @@ bool named_in(const std::string& backend, const std::vector<std::string>& patter
   return std::any_of(patterns.begin(), patterns.end(), [&](const auto& p) { return backend_matches(backend, p); });
 }
 
+// Why a plugin built for an older minor ABI cannot take this instance: an attribute value beyond
+// the range it knew (the range grew later). Empty when it can.
+std::string older_abi_reason(const Backend& b, const OpDefinition* def, const OpRequest& request) {
+  if (def == nullptr) return "";
+  for (const auto& spec : def->attributes) {
+    if (spec.widened_in_minor == 0 || b.abi_minor() >= spec.widened_in_minor) continue;
+    for (const auto& attr : request.attributes) {
+      const double value = spec.kind == ops::AttributeKind::kInt ? static_cast<double>(attr.i) : attr.f;
+      if (attr.name == spec.name && value > spec.max_before) {
+        return "built for plugin ABI " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(b.abi_minor()) +
+               ": " + spec.name + " " + (spec.kind == ops::AttributeKind::kInt ? std::to_string(attr.i) : std::to_string(attr.f)) +
+               " came in " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(spec.widened_in_minor);
+      }
+    }
+  }
+  return "";
+}
+
 std::string milliseconds(double ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  return buf;
+}
+
+// "64 MiB": sizes as the settings take them (binary units), rounded up so "at least" holds.
+std::string bytes_text(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  size_t unit = 0;
+  double value = static_cast<double>(bytes);
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) value /= 1024, ++unit;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.4g %s", unit == 0 ? value : std::ceil(value * 10) / 10,
+                kUnits[unit]);
   return buf;
 }
 
@@ -133,6 +165,30 @@ struct Scheduler::Candidate {
   TM_CostEstimate estimate{};
 };
 
+// What kept backends from computing an operation exactly, so that a refusal can say what to do.
+struct Scheduler::Obstacles {
+  std::vector<std::string> excluded;  // backends the constraints ruled out
+  std::string constraints;            // the constraints in force, as text
+  uint64_t smallest_need = 0;         // the least memory an over-budget backend needed (0: none was over)
+  uint64_t budget = 0;                // the memory budget in force
+};
+
+Status Scheduler::refusal(const std::string& why, const Obstacles& o) const {
+  std::string hint;
+  if (o.smallest_need > 0) {
+    hint = "raise the memory budget (now " + bytes_text(o.budget) + ") to at least " + bytes_text(o.smallest_need) +
+           ": compute.memory_budget, in Compute or with `tensormorph config set compute.memory_budget SIZE`";
+    return Status::ResourceExhausted(why + "; " + hint).with_hint(hint);
+  }
+  if (!o.excluded.empty()) {
+    std::string names;
+    for (const auto& n : o.excluded) names += (names.empty() ? "" : ", ") + n;
+    hint = "allow a backend in Compute (or with --compute): the constraints " + o.constraints + " rule out " + names;
+    return Status::FailedPrecondition(why + "; " + hint).with_hint(hint);
+  }
+  return Status::Unimplemented(why);
+}
+
 /// Among eligible candidates, the cheapest of those `prefer=` names, else the cheapest of all;
 /// ties keep backend order. `by_preference` says whether a preference decided.
 template <typename Candidate>
@@ -187,7 +243,7 @@ Constraints Scheduler::constraints() const {
 
 std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, const std::string& op,
                                                       TM_Exactness floor, const std::vector<const Backend*>& excluded,
-                                                      std::vector<CandidateVerdict>& verdicts) {
+                                                      std::vector<CandidateVerdict>& verdicts, Obstacles* obstacles) {
   const Constraints constraints = this->constraints();
   uint64_t budget;
   {
@@ -200,6 +256,10 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
   std::vector<Candidate> eligible;
   std::vector<CandidateVerdict> by_backend(backends_.size());
   std::vector<size_t> deferred;  // unopened backends, decided once the open ones are known
+  Obstacles noted;
+  noted.constraints = constraints.to_string();
+  noted.budget = budget;
+  const OpDefinition* definition = registry_.find(op);
 
   const auto consider = [&](size_t index) {
     const Backend& b = *backends_[index];
@@ -233,6 +293,7 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
       } else if (const uint64_t need = estimate->bytes_written + estimate->working_bytes; budget > 0 && need > budget) {
         v.verdict = "over the memory budget (" + std::to_string(estimate->bytes_written) + " bytes of output + " +
                     std::to_string(estimate->working_bytes) + " of working memory > " + std::to_string(budget) + ")";
+        if (noted.smallest_need == 0 || need < noted.smallest_need) noted.smallest_need = need;
       } else if (b.traits().memory_bytes > 0 && device_need > b.traits().memory_bytes) {
         v.verdict = "does not fit in device memory";
       } else {
@@ -254,10 +315,14 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
       v.verdict = "device lost: " + b.lost_reason();
     } else if (named_in(b.name(), constraints.never)) {
       v.verdict = "never (constraint)";
+      noted.excluded.push_back(b.name());
     } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
       v.verdict = "not in only= (constraint)";
+      noted.excluded.push_back(b.name());
     } else if (!b.unavailable_reason().empty()) {
       v.verdict = "unavailable: " + b.unavailable_reason();
+    } else if (std::string older = older_abi_reason(b, definition, request); !older.empty()) {
+      v.verdict = older;
     } else if (!b.opened()) {
       deferred.push_back(index);
     } else {
@@ -291,6 +356,7 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
     consider(index);
   }
   verdicts = std::move(by_backend);
+  if (obstacles != nullptr) *obstacles = std::move(noted);
   return eligible;
 }
 
@@ -375,12 +441,14 @@ std::vector<LadderOffer> Scheduler::ladder_for(const OpRequest& request, std::ve
 Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
   if (registry_.find(request.op) == nullptr) return Status::InvalidArgument("unknown operation '" + request.op + "'");
   std::vector<CandidateVerdict> verdicts;
-  auto candidates = evaluate(request, request.op, request.exactness_floor, {}, verdicts);
+  Obstacles obstacles;
+  auto candidates = evaluate(request, request.op, request.exactness_floor, {}, verdicts, &obstacles);
   std::erase_if(candidates, [](const Candidate& c) { return c.support.level == TM_SUPPORT_NONE; });
   PlacementEstimate out;
   if (candidates.empty()) {
     out.reason = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
     for (const auto& v : verdicts) out.reason += "; " + v.backend + ": " + v.verdict;
+    out.refusal = refusal(out.reason, obstacles);
     return out;
   }
   const Candidate& chosen = choose(candidates, constraints(), nullptr);
@@ -400,6 +468,7 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
   std::vector<const Backend*> failed;
   std::string fallback_note;
   std::vector<CandidateVerdict> verdicts;
+  Obstacles obstacles;
 
   std::string op = request.op;
   TM_Exactness floor = request.exactness_floor;
@@ -407,7 +476,7 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
   const Backend* forced = nullptr;
 
   for (;;) {
-    auto candidates = evaluate(request, op, floor, failed, verdicts);
+    auto candidates = evaluate(request, op, floor, failed, verdicts, &obstacles);
     std::vector<Candidate> weaker;
     std::vector<Candidate> exact;
     for (auto& c : candidates) (c.support.level == TM_SUPPORT_NONE ? weaker : exact).push_back(c);
@@ -436,12 +505,16 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
       }
       auto ladder = ladder_for(request, weaker);
       std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
+                        (request.subject.empty() ? "" : " (" + request.subject + ")") +
                         " exactly within the constraints and memory budget";
       for (const auto& v : verdicts) why += "; " + v.backend + ": " + v.verdict;
-      if (ladder.empty()) return Status::Unimplemented(why);
+      // Nothing to consent to: a refusal that says what would let it run (a kernel error from a
+      // backend is UNIMPLEMENTED and was placed again above; this is the scheduler's own answer).
+      if (ladder.empty()) return refusal(why, obstacles);
       Placement p;
       p.executed = false;
       p.needs_consent_reason = why;
+      p.refusal = refusal(why, obstacles);
       p.ladder = std::move(ladder);
       return p;
     }
@@ -481,6 +554,7 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
     }
     PlacementRecord record;
     record.op = op;
+    record.tensor = request.subject;
     record.dtype = dtype_label;
     record.shape = shape_label;
     record.backend = chosen.backend->name();
@@ -508,11 +582,20 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
         if (c.backend != chosen.backend) record.reason_detail += " vs " + c.backend->name() + " " + milliseconds(c.total_ns);
       }
       if (exact.size() == 1) record.reason_detail = "only eligible backend";
-      // Say why a preferred backend did not serve it (partial support is normal, not an error).
-      for (const auto& v : verdicts) {
-        if (named_in(v.backend, constraints.prefer) && v.backend != chosen.backend->name()) {
-          record.reason_detail += "; preferred " + v.backend + " " + v.verdict;
+      if (!constraints.prefer.empty()) {
+        // A preference was set and could not be met: say why (partial support is normal, not an
+        // error), then how the backend that served was chosen.
+        std::string why_not;
+        for (const auto& v : verdicts) {
+          if (named_in(v.backend, constraints.prefer)) why_not += (why_not.empty() ? "" : "; ") + ("preferred " + v.backend + " " + v.verdict);
         }
+        if (why_not.empty()) {
+          std::string names;
+          for (const auto& p : constraints.prefer) names += (names.empty() ? "" : ", ") + p;
+          why_not = "no loaded backend is named " + names;
+        }
+        record.reason = PlacementReason::kPreferredUnavailable;
+        record.reason_detail = why_not + "; then the cheapest: " + record.reason_detail;
       }
     }
     record.sequence = log_.append(record);

@@ -49,6 +49,7 @@ struct AttributeValue {
 /// One operation to place and run.
 struct OpRequest {
   std::string op;
+  std::string subject;  ///< the tensor it serves ("a/b" for a pair; "" when none), copied into the record
   std::vector<InputTensor> inputs;
   std::vector<OutputTensor> outputs;
   std::vector<AttributeValue> attributes;
@@ -74,6 +75,10 @@ struct Placement {
   std::vector<uint64_t> output_nbytes;  ///< when executed: bytes written to each output
   std::string needs_consent_reason;  ///< when not executed: why exact is out of reach
   std::vector<LadderOffer> ladder;   ///< when not executed: the rungs on offer
+  /// When not executed: the error for a caller that cannot offer consent (RESOURCE_EXHAUSTED over
+  /// the memory budget, FAILED_PRECONDITION when constraints exclude backends, else UNIMPLEMENTED),
+  /// its message the reason and the rungs, with a hint.
+  Status refusal;
 };
 
 /// What placing a request would cost now, without running it.
@@ -82,6 +87,7 @@ struct PlacementEstimate {
   std::string backend;      ///< the backend run() would choose
   double estimated_ns = 0;  ///< its modelled time: compute (calibrated) and transfers
   std::string reason;       ///< when not placeable: why, with every backend's verdict
+  Status refusal;           ///< when not placeable: the error run() would return without a ladder (see Placement)
 };
 
 /// Scheduler settings.
@@ -131,8 +137,11 @@ class Scheduler {
 
  private:
   struct Candidate;
+  struct Obstacles;
   std::vector<Candidate> evaluate(const OpRequest& request, const std::string& op, TM_Exactness floor,
-                                  const std::vector<const Backend*>& excluded, std::vector<CandidateVerdict>& verdicts);
+                                  const std::vector<const Backend*>& excluded, std::vector<CandidateVerdict>& verdicts,
+                                  Obstacles* obstacles = nullptr);
+  Status refusal(const std::string& why, const Obstacles& obstacles) const;
   Result<TM_ExecutionReport> execute_on(const Backend& backend, const OpRequest& request, const std::string& op,
                                         TM_Exactness floor, uint64_t& bytes_moved, std::vector<uint64_t>& output_needs);
   std::vector<LadderOffer> ladder_for(const OpRequest& request, std::vector<Candidate>& weaker);

@@ -15,6 +15,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kDeviceLost: return "DEVICE_LOST";
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kOutputTooSmall: return "OUTPUT_TOO_SMALL";
+    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
   }
   return "UNKNOWN";
 }
@@ -26,7 +27,15 @@ std::string Status::to_string() const {
 
 Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
-  return Status(code_, std::string(context) + ": " + message_);
+  Status out(code_, std::string(context) + ": " + message_);
+  out.hint_ = hint_;
+  return out;
+}
+
+Status Status::with_hint(std::string hint) const {
+  Status out = *this;
+  if (!ok()) out.hint_ = std::move(hint);
+  return out;
 }
 
 }  // namespace tensormorph

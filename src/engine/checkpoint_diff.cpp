@@ -98,8 +98,8 @@ Result<BandPair> PairReader::rows(uint64_t r0, uint64_t r1) const {
     out.b.bytes = out.b.owned;
   }
   // Spans into `owned` stay valid when the vectors move with the struct.
-  out.left = {out.a.bytes, match_.a->dtype, a_offset_};
-  out.right = {out.b.bytes, match_.b->dtype, b_offset_};
+  out.left = {out.a.bytes, match_.a->dtype, a_offset_, 0, match_.a->name};
+  out.right = {out.b.bytes, match_.b->dtype, b_offset_, 0, match_.b->name};
   return out;
 }
 
@@ -170,6 +170,7 @@ Result<PyramidLevel> difference_tile_stats(compute::Scheduler& scheduler, const 
     const auto out = std::span(level.tiles).subspan(r0 / tile * level.grid.cols, grid.count());
     compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
+    req.subject = pair_subject(match.a->name, match.b->name);
     req.inputs.push_back({TM_DTYPE_F32, {r1 - r0, m.cols}, std::as_bytes(std::span(diff)), 0});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(out)});
     req.max_threads = max_threads;

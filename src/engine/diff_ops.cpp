@@ -50,6 +50,7 @@ compute::OpRequest band_request(const char* op, const DiffOperand& a, const Diff
                                 uint64_t band, uint32_t max_threads) {
   compute::OpRequest req;
   req.op = op;
+  req.subject = pair_subject(a.name, b.name);
   for (const DiffOperand* o : {&a, &b}) {
     const DTypeInfo& info = dtype_info(o->dtype);
     const auto bytes = o->bytes.subspan(first / info.block_elems * info.block_bytes, n / info.block_elems * info.block_bytes);
@@ -62,6 +63,12 @@ compute::OpRequest band_request(const char* op, const DiffOperand& a, const Diff
 }
 
 }  // namespace
+
+std::string pair_subject(std::string_view a, std::string_view b) {
+  if (a == b || b.empty()) return std::string(a);
+  if (a.empty()) return std::string(b);
+  return std::string(a) + " vs " + std::string(b);
+}
 
 Result<std::vector<TM_DiffStats>> run_diff_stats(compute::Scheduler& scheduler, const DiffOperand& a,
                                                  const DiffOperand& b, uint64_t elements, uint64_t element_offset,

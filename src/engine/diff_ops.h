@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/ops/diff_stats.h"
@@ -21,7 +23,12 @@ struct DiffOperand {
   DType dtype = DType::kF32;
   double offset = 0;           ///< a_offset / b_offset: added to each decoded value (float32 sum) when non-zero
   uint64_t residency_key = 0;  ///< identity of the bytes for the scheduler's residency cache (0: none)
+  std::string name;            ///< the tensor the bytes belong to, for placement records ("" when none)
 };
+
+/// The subject of an operation on a pair (OpRequest::subject): the name both sides share, else
+/// "a vs b" (or the one name given).
+std::string pair_subject(std::string_view a, std::string_view b);
 
 /// Elements of one scheduled operation: a multiple of TM_DIFF_CHUNK, so that the records of the
 /// bands are those of one instance over the whole run (docs/COMPUTE.md#tmdiff_stats1).

@@ -34,6 +34,7 @@ Result<std::vector<ExtremeValue>> tensor_top_k(compute::Scheduler& scheduler, co
     const uint64_t rows = std::min(band_rows, m.rows - r0);
     compute::OpRequest req;
     req.op = TM_OP_TOP_K;
+    req.subject = tensor.name;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
                           data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
     req.outputs.push_back({TM_DTYPE_U64, {band_k}, std::as_writable_bytes(std::span(indices))});
@@ -41,7 +42,7 @@ Result<std::vector<ExtremeValue>> tensor_top_k(compute::Scheduler& scheduler, co
     req.attributes = {{TM_ATTR_K, static_cast<int64_t>(band_k), 0}};
     req.max_threads = max_threads;
     TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
-    if (!placement.executed) return Status::Unimplemented(where() + ": " + placement.needs_consent_reason);
+    if (!placement.executed) return placement.refusal.with_context(where());
     if (records) records->push_back(std::move(placement.record));
     // Entries end at the first padding index (the written sizes say the same).
     for (uint64_t i = 0; i < band_k && indices[i] != ~uint64_t{0}; ++i) {
@@ -96,13 +97,14 @@ Result<ChannelStats> tensor_channel_stats(compute::Scheduler& scheduler, const C
   TM_ASSIGN_OR_RETURN(auto data, matrix_rows(checkpoint, tensor, 0, m.rows));
   compute::OpRequest req;
   req.op = TM_OP_CHANNEL_STATS;
+  req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {m.rows, m.cols}, data.bytes,
                         data.owned.empty() ? residency_key(checkpoint, tensor, ~uint64_t{1}) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {m.rows * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out.rows))});
   req.outputs.push_back({TM_DTYPE_U8, {m.cols * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out.cols))});
   req.max_threads = max_threads;
   TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
-  if (!placement.executed) return Status::Unimplemented(where() + ": " + placement.needs_consent_reason);
+  if (!placement.executed) return placement.refusal.with_context(where());
   if (records) records->push_back(std::move(placement.record));
   return out;
 }

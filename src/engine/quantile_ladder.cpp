@@ -69,10 +69,11 @@ constexpr const char* kHistogramBound =
     "estimate (the bin's middle) is within 6.25% of |value|";
 
 /// Requests decoding the blocks in `gathered` (`blocks` of `dtype`) into `values`.
-compute::OpRequest decode_request(DType dtype, std::span<const std::byte> gathered, uint64_t blocks,
-                                  std::span<float> values) {
+compute::OpRequest decode_request(const std::string& subject, DType dtype, std::span<const std::byte> gathered,
+                                  uint64_t blocks, std::span<float> values) {
   compute::OpRequest req;
   req.op = TM_OP_DECODE;
+  req.subject = subject;
   req.inputs.push_back({to_abi_dtype(dtype), {blocks * dtype_info(dtype).block_elems}, gathered, 0});
   req.outputs.push_back({TM_DTYPE_F32, {values.size()}, std::as_writable_bytes(values)});
   return req;
@@ -117,7 +118,7 @@ Result<QuantilePlan> plan_quantiles(compute::Scheduler& scheduler, const Checkpo
   std::vector<std::byte> gathered(chunk * info.block_bytes);
   std::vector<float> values(chunk * info.block_elems);
   TM_ASSIGN_OR_RETURN(const compute::PlacementEstimate decode,
-                      scheduler.estimate(decode_request(tensor.dtype, gathered, chunk, values)));
+                      scheduler.estimate(decode_request(tensor.name, tensor.dtype, gathered, chunk, values)));
   if (decode.placeable) {
     const double chunks = std::ceil(static_cast<double>(draws) / static_cast<double>(chunk));
     plan.ladder.push_back({kRungSample,
@@ -125,6 +126,8 @@ Result<QuantilePlan> plan_quantiles(compute::Scheduler& scheduler, const Checkpo
                            sample_bound_text(dkw_epsilon(draws)),
                            chunks * decode.estimated_ns + static_cast<double>(draws) * kGatherNsPerSample, decode.backend});
   }
+  // Nothing runs and nothing is on offer: the scheduler's refusal, which says what to change.
+  if (plan.ladder.empty() && !exact.refusal.ok()) return exact.refusal.with_context("exact quantiles of " + where_of(checkpoint, tensor));
   return plan;
 }
 
@@ -200,7 +203,7 @@ Result<Quantiles> sampled_quantiles(compute::Scheduler& scheduler, const Checkpo
       const uint64_t offset = (e / m.cols) * row_bytes + (e % m.cols) / info.block_elems * info.block_bytes;
       std::memcpy(gathered.data() + i * info.block_bytes, data.bytes.data() + offset, info.block_bytes);
     }
-    TM_RETURN_IF_ERROR(run_exact(scheduler, decode_request(tensor.dtype, gathered, count, values), records)
+    TM_RETURN_IF_ERROR(run_exact(scheduler, decode_request(tensor.name, tensor.dtype, gathered, count, values), records)
                            .with_context(where + ": the sample"));
     for (uint64_t i = 0; i < count; ++i) {
       const float v = values[i * info.block_elems + (draws[first + i] % m.cols) % info.block_elems];

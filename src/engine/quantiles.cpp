@@ -353,6 +353,7 @@ class RadixBands {
     const bool keyed = data_.owned.empty();
     compute::OpRequest req;
     req.op = TM_OP_RADIX_HISTOGRAM;
+    req.subject = tensor_->name;
     req.inputs.push_back({to_abi_dtype(tensor_->dtype), {rows * m_.cols}, data_.bytes.subspan(r0 * row_bytes_, rows * row_bytes_),
                           keyed ? residency_key(*checkpoint_, *tensor_, band) : 0});
     req.inputs.push_back({TM_DTYPE_U64, {prefixes.size()}, std::as_bytes(prefixes), 0});
@@ -433,7 +434,7 @@ Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoi
     for (uint64_t band = 0; band < bands.bands(); ++band) {
       TM_ASSIGN_OR_RETURN(auto placement,
                           scheduler.run(bands.request(band, params, prefixes, band_counts, band_classes, max_threads)));
-      if (!placement.executed) return Status::Unimplemented(where() + ": " + placement.needs_consent_reason);
+      if (!placement.executed) return placement.refusal.with_context(where());
       if (records) records->push_back(std::move(placement.record));
       for (size_t i = 0; i < counts.size(); ++i) counts[i] += band_counts[i];
       for (size_t i = 0; i < classes.size(); ++i) classes[i] += band_classes[i];

@@ -38,24 +38,27 @@ Status for_each_error_band(compute::Scheduler& scheduler, const ErrorBands& band
   return Status::Ok();
 }
 
-Status run_f32_op(compute::Scheduler& scheduler, compute::OpRequest req, Records* records, uint32_t max_threads) {
+Status run_f32_op(compute::Scheduler& scheduler, const std::string& subject, compute::OpRequest req, Records* records,
+                  uint32_t max_threads) {
+  req.subject = subject;
   req.max_threads = max_threads;
   return run_exact(scheduler, req, records);
 }
 
 /// tm.channel_stats@1 over `e` seen as [rows, cols]: the row records (the column ones are dropped).
-Status row_stats(compute::Scheduler& scheduler, std::span<const float> e, uint64_t rows, uint64_t cols,
-                 std::span<TM_TileStats> out_rows, Records* records, uint32_t max_threads) {
+Status row_stats(compute::Scheduler& scheduler, const std::string& subject, std::span<const float> e, uint64_t rows,
+                 uint64_t cols, std::span<TM_TileStats> out_rows, Records* records, uint32_t max_threads) {
   std::vector<TM_TileStats> cols_out(cols);
   compute::OpRequest req;
   req.op = TM_OP_CHANNEL_STATS;
   req.inputs.push_back({TM_DTYPE_F32, {rows, cols}, std::as_bytes(e), 0});
   req.outputs.push_back({TM_DTYPE_U8, {rows * sizeof(TM_TileStats)}, std::as_writable_bytes(out_rows)});
   req.outputs.push_back({TM_DTYPE_U8, {cols * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(cols_out))});
-  return run_f32_op(scheduler, std::move(req), records, max_threads);
+  return run_f32_op(scheduler, subject, std::move(req), records, max_threads);
 }
 
-Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBands& bands, MatrixShape m,
+Result<QuantizationError> measure(compute::Scheduler& scheduler, const std::string& subject, const ErrorBands& bands,
+                                  MatrixShape m,
                                   uint64_t chunk_band_rows, DType quantized, DType reference,
                                   const QuantizationErrorOptions& options, Records* records, uint32_t max_threads) {
   QuantizationError out;
@@ -98,7 +101,7 @@ Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBand
                                                    {TM_ATTR_SHIFT, params.shift, 0},
                                                    {TM_ATTR_BITS, params.bits, 0},
                                                    {TM_ATTR_CENTER, 0, params.center}};
-                                 TM_RETURN_IF_ERROR(run_f32_op(scheduler, std::move(req), records, max_threads));
+                                 TM_RETURN_IF_ERROR(run_f32_op(scheduler, subject, std::move(req), records, max_threads));
                                  for (size_t i = 0; i < counts.size(); ++i) counts[i] += band_counts[i];
                                  for (size_t i = 0; i < classes.size(); ++i) classes[i] += band_classes[i];
                                  return Status::Ok();
@@ -149,15 +152,15 @@ Result<QuantizationError> measure(compute::Scheduler& scheduler, const ErrorBand
         req.outputs.push_back({TM_DTYPE_U64, {band_histogram.size()}, std::as_writable_bytes(std::span(band_histogram))});
         req.attributes = {{TM_ATTR_LO, 0, out.histogram_lo}, {TM_ATTR_HI, 0, out.histogram_hi},
                           {TM_ATTR_BINS, static_cast<int64_t>(options.histogram_bins), 0}};
-        TM_RETURN_IF_ERROR(run_f32_op(scheduler, std::move(req), records, max_threads));
+        TM_RETURN_IF_ERROR(run_f32_op(scheduler, subject, std::move(req), records, max_threads));
         for (size_t i = 0; i < band_histogram.size(); ++i) out.histogram[i] += band_histogram[i];
         if (options.rows) {
-          TM_RETURN_IF_ERROR(row_stats(scheduler, e, rows, m.cols, std::span(out.rows).subspan(r0, rows), records,
+          TM_RETURN_IF_ERROR(row_stats(scheduler, subject, e, rows, m.cols, std::span(out.rows).subspan(r0, rows), records,
                                        max_threads));
         }
         if (blocks) {
           const uint64_t per_row = m.cols / block;
-          TM_RETURN_IF_ERROR(row_stats(scheduler, e, rows * per_row, block,
+          TM_RETURN_IF_ERROR(row_stats(scheduler, subject, e, rows * per_row, block,
                                        std::span(out.blocks).subspan(r0 * per_row, rows * per_row), records,
                                        max_threads));
         }
@@ -207,7 +210,8 @@ Result<QuantizationError> measured_quantization_error(compute::Scheduler& schedu
     return band;
   };
   const MatrixShape m = as_matrix(*match.a);
-  return measure(scheduler, bands, m, error_band_rows(m), qa ? match.a->dtype : match.b->dtype,
+  return measure(scheduler, pair_subject(match.a->name, match.b->name), bands, m, error_band_rows(m),
+                 qa ? match.a->dtype : match.b->dtype,
                  qa ? match.b->dtype : match.a->dtype, options, records, max_threads);
 }
 
@@ -263,11 +267,12 @@ Result<QuantizationError> what_if_quantization_error(compute::Scheduler& schedul
   const ErrorBands bands = [&](uint64_t r0, uint64_t r1) -> Result<ErrorBand> {
     ErrorBand band;
     TM_ASSIGN_OR_RETURN(band.pair.a, matrix_rows(checkpoint, tensor, r0, r1));
-    band.reference = {band.pair.a.bytes, tensor.dtype, 0};
-    band.quantized = {std::span<const std::byte>(encoded).subspan(r0 * q_row_bytes, (r1 - r0) * q_row_bytes), type, 0};
+    band.reference = {band.pair.a.bytes, tensor.dtype, 0, 0, tensor.name};
+    band.quantized = {std::span<const std::byte>(encoded).subspan(r0 * q_row_bytes, (r1 - r0) * q_row_bytes), type, 0, 0,
+                      tensor.name};
     return band;
   };
-  return measure(scheduler, bands, m, band_rows, type, tensor.dtype, options, records, max_threads);
+  return measure(scheduler, tensor.name, bands, m, band_rows, type, tensor.dtype, options, records, max_threads);
 }
 
 namespace {

@@ -13,7 +13,8 @@ std::vector<compute::AttributeValue> attributes_of(const ops::RenderParams& p) {
   auto i = [](const char* name, uint64_t v) { return compute::AttributeValue{name, static_cast<int64_t>(v), 0}; };
   return {i(TM_ATTR_SOURCE, static_cast<uint64_t>(p.source)), i(TM_ATTR_ROW_BEGIN, p.row_begin), i(TM_ATTR_COL_BEGIN, p.col_begin),
           i(TM_ATTR_CELL, p.cell), i(TM_ATTR_MAGNIFY, p.magnify), i(TM_ATTR_STAT, static_cast<uint64_t>(p.stat)),
-          i(TM_ATTR_COLORMAP, static_cast<uint64_t>(p.colormap)), {TM_ATTR_LO, 0, p.lo}, {TM_ATTR_HI, 0, p.hi}};
+          {TM_ATTR_COLORMAP, ops::colormap_attribute(p.colormap, p.palette), 0}, {TM_ATTR_LO, 0, p.lo},
+          {TM_ATTR_HI, 0, p.hi}};
 }
 
 Result<RenderOutcome> run(compute::Scheduler& scheduler, compute::OpRequest& request, RenderOutcome outcome) {
@@ -49,6 +50,7 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
   ops::RenderParams in_band = params;
   in_band.row_begin -= band_begin;
   compute::OpRequest request;
+  request.subject = tensor.name;
   request.inputs.push_back({to_abi_dtype(tensor.dtype), {band_end - band_begin, m.cols}, band.bytes,
                             whole ? residency_key(checkpoint, tensor, ~uint64_t{0}) : 0});  // the whole tensor, not a band
   request.attributes = attributes_of(in_band);
@@ -59,11 +61,12 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
 }
 
 Result<RenderOutcome> render_f32_tile(compute::Scheduler& scheduler, std::span<const float> values, uint64_t rows,
-                                      uint64_t cols, const ops::RenderParams& params) {
+                                      uint64_t cols, const ops::RenderParams& params, const std::string& subject) {
   if (params.source != ops::RenderSource::kValues) return Status::InvalidArgument("render_f32_tile renders values");
   if (values.size() != rows * cols) return Status::InvalidArgument("render_f32_tile: buffer size mismatch");
   TM_RETURN_IF_ERROR(ops::check_render_params(params));
   compute::OpRequest request;
+  request.subject = subject;
   request.inputs.push_back({TM_DTYPE_F32, {rows, cols}, std::as_bytes(values), 0});
   request.attributes = attributes_of(params);
   RenderOutcome outcome;
@@ -73,10 +76,11 @@ Result<RenderOutcome> render_f32_tile(compute::Scheduler& scheduler, std::span<c
 
 Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
                                         uint64_t grid_rows, uint64_t grid_cols, const ops::RenderParams& params,
-                                        uint64_t residency_key) {
+                                        uint64_t residency_key, const std::string& subject) {
   if (params.source != ops::RenderSource::kTileStats) return Status::InvalidArgument("render_stats_tile renders statistics");
   if (grid.size() != grid_rows * grid_cols) return Status::InvalidArgument("render_stats_tile: grid size mismatch");
   compute::OpRequest request;
+  request.subject = subject;
   request.inputs.push_back({TM_DTYPE_U8, {grid_rows, grid_cols, sizeof(TM_TileStats)}, std::as_bytes(grid), residency_key});
   request.attributes = attributes_of(params);
   RenderOutcome outcome;

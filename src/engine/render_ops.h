@@ -27,13 +27,15 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
                                          const std::string& consent = "");
 
 /// Renders a values tile from a row-major float32 matrix held in memory (`rows` x `cols`, such as
-/// a band of a - b); `params.row_begin` counts from the buffer's first row.
+/// a band of a - b); `params.row_begin` counts from the buffer's first row. `subject` names the
+/// tensor in the placement record.
 Result<RenderOutcome> render_f32_tile(compute::Scheduler& scheduler, std::span<const float> values, uint64_t rows,
-                                      uint64_t cols, const ops::RenderParams& params);
+                                      uint64_t cols, const ops::RenderParams& params, const std::string& subject = "");
 
 /// Renders a tile from a row-major grid of tile statistics (`params.source` must be kTileStats).
+/// `subject` names the tensor in the placement record.
 Result<RenderOutcome> render_stats_tile(compute::Scheduler& scheduler, std::span<const TM_TileStats> grid,
                                         uint64_t grid_rows, uint64_t grid_cols, const ops::RenderParams& params,
-                                        uint64_t residency_key = 0);
+                                        uint64_t residency_key = 0, const std::string& subject = "");
 
 }  // namespace tensormorph::engine

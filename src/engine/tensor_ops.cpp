@@ -26,13 +26,15 @@ Result<ContiguousBytes> contiguous_bytes(const Checkpoint& checkpoint, const Ten
 }  // namespace
 
 // Callers never pass consent: tile statistics, decoding and histograms are always exact on a
-// backend that follows the contract, unless constraints exclude every such backend.
+// backend that follows the contract, unless constraints or the memory budget exclude every such
+// backend (then the scheduler's refusal says which, and what to change).
 Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& request, Records* records) {
   TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(request));
   if (!placement.executed) {
     std::string rungs;
     for (const auto& r : placement.ladder) rungs += "\n  rung '" + r.id + "' on " + r.backend + ": " + r.computes + " (" + r.error_bound + ")";
-    return Status::Unimplemented(placement.needs_consent_reason + "; approximate rungs need consent:" + rungs);
+    const Status& refused = placement.refusal;
+    return Status(refused.code(), refused.message() + "; approximate rungs need consent:" + rungs).with_hint(refused.hint());
   }
   if (records) records->push_back(std::move(placement.record));
   return Status::Ok();
@@ -76,14 +78,15 @@ Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint
 namespace {
 
 /// Adds the value histogram of `elems` stored values to `histogram` (one tm.radix_histogram@1).
-Status count_value_histogram(compute::Scheduler& scheduler, TM_DType dtype, std::span<const std::byte> bytes,
-                             uint64_t elems, uint64_t residency, uint32_t max_threads, std::vector<uint64_t>& histogram,
-                             Records* records) {
+Status count_value_histogram(compute::Scheduler& scheduler, const std::string& subject, TM_DType dtype,
+                             std::span<const std::byte> bytes, uint64_t elems, uint64_t residency, uint32_t max_threads,
+                             std::vector<uint64_t>& histogram, Records* records) {
   const ops::RadixParams params = value_histogram_params();
   std::vector<uint64_t> counts(kValueHistogramBins);
   std::array<uint64_t, ops::kRadixClasses> classes{};
   compute::OpRequest req;
   req.op = TM_OP_RADIX_HISTOGRAM;
+  req.subject = subject;
   req.inputs.push_back({dtype, {elems}, bytes, residency});
   req.inputs.push_back({TM_DTYPE_U64, {0}, {}, 0});
   req.outputs.push_back({TM_DTYPE_U64, {counts.size()}, std::as_writable_bytes(std::span(counts))});
@@ -123,6 +126,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     const auto out = std::span(level.tiles).subspan(r0 / tile * level.grid.cols, grid.count());
     compute::OpRequest req;
     req.op = TM_OP_TILE_STATS;
+    req.subject = tensor.name;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows, m.cols}, bytes, residency});
     req.outputs.push_back({TM_DTYPE_U8, {out.size() * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out))});
     req.max_threads = max_threads;
@@ -130,7 +134,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
                       {TM_ATTR_COL_END, static_cast<int64_t>(m.cols), 0}, {TM_ATTR_TILE, tile, 0}};
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
     if (value_histogram != nullptr) {
-      TM_RETURN_IF_ERROR(count_value_histogram(scheduler, to_abi_dtype(tensor.dtype), bytes, rows * m.cols, residency,
+      TM_RETURN_IF_ERROR(count_value_histogram(scheduler, tensor.name, to_abi_dtype(tensor.dtype), bytes, rows * m.cols, residency,
                                                max_threads, *value_histogram, records)
                              .with_context("tensor " + quoted_name(tensor.name)));
     }
@@ -198,6 +202,7 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
     const uint64_t rows = std::min(band_rows, row_end - r0);
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
+    req.subject = tensor.name;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
                           whole_bands ? residency_key(checkpoint, tensor, band) : 0});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
@@ -214,6 +219,7 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
   compute::OpRequest req;
   req.op = TM_OP_HISTOGRAM;
+  req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
                         data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
@@ -228,6 +234,7 @@ Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, cons
   TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
   compute::OpRequest req;
   req.op = TM_OP_EXACT_SUMMARY;
+  req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
                         data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof summary}, std::as_writable_bytes(std::span(&summary, 1))});

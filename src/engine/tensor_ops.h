@@ -35,7 +35,8 @@ struct MatrixRows {
 Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
                                uint64_t row_end);
 
-/// Runs one request that must be exact; "needs consent" is an UNIMPLEMENTED error naming the rungs.
+/// Runs one request that must be exact; "needs consent" is the scheduler's refusal (Placement::refusal)
+/// naming the rungs.
 Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& request, Records* records);
 
 /// Called after each band of tile statistics with the stored bytes it covered.

@@ -53,6 +53,7 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
   TM_TileStats out = ops::empty_tile_stats();
   compute::OpRequest req;
   req.op = TM_OP_TILE_STATS;
+  req.subject = t.name;
   req.inputs.push_back({to_abi_dtype(t.dtype), {band_end - band_begin, m.cols}, band.bytes,
                         whole ? engine::residency_key(ckpt, t, ~uint64_t{0}) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof out}, std::as_writable_bytes(std::span(&out, 1))});
@@ -370,9 +371,11 @@ void ApiContext::register_routes(httplib::Server& http) {
     t.y = *y;
     auto stat = ops::pixel_stat_from_name(param(req, "stat").value_or("mean"));
     auto cmap = ops::color_map_from_name(param(req, "cmap").value_or("diverging"));
-    if (!stat || !cmap) return reply_error(res, Status::InvalidArgument("unknown stat or cmap"));
+    auto palette = ops::palette_from_name(param(req, "palette").value_or("default"));
+    if (!stat || !cmap || !palette) return reply_error(res, Status::InvalidArgument("unknown stat, cmap or palette"));
     t.stat = *stat;
     t.colormap = *cmap;
+    t.palette = *palette;
     auto lo = double_param(req, "lo", -1), hi = double_param(req, "hi", 1);
     if (!lo.ok() || !hi.ok()) return reply_error(res, lo.ok() ? hi.status() : lo.status());
     t.lo = *lo;
@@ -400,13 +403,7 @@ void ApiContext::register_routes(httplib::Server& http) {
     res.set_content(*tile->png, "image/png");
   });
 
-  http.Get(R"(/api/colormap/([a-z]{1,16}))", [](const httplib::Request& req, httplib::Response& res) {
-    auto map = ops::color_map_from_name(req.matches[1].str());
-    if (!map) return reply_error(res, Status::NotFound("no colour map '" + req.matches[1].str() + "'"));
-    json colours = json::array();
-    for (const auto& c : ops::color_map_table(*map)) colours.push_back({c[0], c[1], c[2]});
-    reply_json(res, {{"name", req.matches[1].str()}, {"colors", colours}});
-  });
+  register_colormap_routes(http);
 
   register_compute_routes(http);
   register_compare_routes(http);

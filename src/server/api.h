@@ -38,6 +38,8 @@ class ApiContext {
   /// Checkpoints, tensors, one tensor and locating an element (api_tensors.cpp).
   void register_tensor_routes(httplib::Server& http);
   void register_compute_routes(httplib::Server& http);
+  /// The colour scales and palettes (api_colormaps.cpp).
+  static void register_colormap_routes(httplib::Server& http);
   /// The Compare mode's routes (api_compare.cpp).
   void register_compare_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.

@@ -401,7 +401,8 @@ void ApiContext::register_compare_routes(httplib::Server& http) {
         if (!diff.ok()) return reply_error(res, diff.status());
         p.row_begin = 0;
         p.col_begin = *x * span;
-        outcome = engine::render_f32_tile(scheduler(), *diff, r1 - r0, m.cols, p);
+        outcome = engine::render_f32_tile(scheduler(), *diff, r1 - r0, m.cols, p,
+                                          engine::pair_subject(match->a->name, match->b->name));
         source = "difference values";
       } else {
         auto pyramid = compare_->pyramid(*a_id, *b_id, *match);
@@ -414,7 +415,8 @@ void ApiContext::register_compare_routes(httplib::Server& http) {
         p.magnify = 1;
         p.row_begin = *y * ops::kRenderTilePixels;
         p.col_begin = *x * ops::kRenderTilePixels;
-        outcome = engine::render_stats_tile(scheduler(), grid.tiles, grid.grid.rows, grid.grid.cols, p);
+        outcome = engine::render_stats_tile(scheduler(), grid.tiles, grid.grid.rows, grid.grid.cols, p, 0,
+                                            engine::pair_subject(match->a->name, match->b->name));
         source = "difference pyramid";
       }
       if (!outcome.ok()) return reply_error(res, outcome.status());

@@ -63,12 +63,15 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
     const auto recent = *since > 0 ? scheduler().log().since(*since) : scheduler().log().recent(100);
     for (const auto& r : recent) records.push_back(r.to_json());
     json consent = json::array();
+    uint64_t consent_sequence = 0;
     {
       std::lock_guard lock(consent_mutex_);
       for (const auto& c : consent_requests_) consent.push_back(c);
+      consent_sequence = consent_sequence_;
     }
     reply_json(res, {{"constraints", constraints_json(scheduler().constraints())}, {"backends", backends},
                      {"load_reports", reports}, {"records", records}, {"consent_requests", consent},
+                     {"consent_sequence", consent_sequence}, {"summary", scheduler().log().summary().to_json()},
                      {"settings_file", compute::settings_path().string()}});
   });
 

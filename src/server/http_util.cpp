@@ -18,12 +18,14 @@ void reply_error(httplib::Response& res, const Status& status, const std::string
     case StatusCode::kInvalidArgument: http = 400; break;
     case StatusCode::kNotFound: http = 404; break;
     case StatusCode::kUnsupported:
-    case StatusCode::kUnimplemented: http = 422; break;
-    case StatusCode::kResourceExhausted: http = 503; break;
+    case StatusCode::kUnimplemented:
+    case StatusCode::kFailedPrecondition:  // refused under the constraints in force
+    case StatusCode::kResourceExhausted: http = 422; break;  // over a budget the user sets
     default: http = 500; break;
   }
   nlohmann::ordered_json body = {{"error", status.message()}, {"code", std::string(status_code_name(status.code()))}};
-  if (!hint.empty()) body["hint"] = hint;
+  const std::string& why = hint.empty() ? status.hint() : hint;
+  if (!why.empty()) body["hint"] = why;
   reply_json(res, body, http);
 }
 

@@ -15,7 +15,7 @@ namespace tensormorph::server {
 /// Replies `body` as JSON with `status` (200 by default).
 void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
 /// Replies {"error": message, "code": "NOT_FOUND"} with the HTTP status matching the code, plus
-/// "hint" (what the user can do about it) when `hint` is not empty.
+/// "hint" (what the user can do about it): `hint` when not empty, else the status's own.
 void reply_error(httplib::Response& res, const Status& status, const std::string& hint = {});
 /// The query parameter `name`, or nullopt.
 std::optional<std::string> param(const httplib::Request& req, const char* name);

@@ -18,7 +18,8 @@ std::string cache_key(const TileRequest& r) {
   std::snprintf(range, sizeof range, "%.17g/%.17g", r.lo, r.hi);
   return std::to_string(r.checkpoint) + "/" + r.tensor->name + "/" + std::to_string(r.level) + "/" +
          std::to_string(r.x) + "/" + std::to_string(r.y) + "/" + std::string(ops::pixel_stat_name(r.stat)) + "/" +
-         std::string(ops::color_map_name(r.colormap)) + "/" + range + "/" + r.consent;
+         std::string(ops::color_map_name(r.colormap)) + "/" + std::string(ops::palette_name(r.palette)) + "/" + range +
+         "/" + r.consent;
 }
 
 }  // namespace
@@ -64,6 +65,7 @@ Result<engine::RenderOutcome> TileRenderer::render(const TileRequest& r, const Z
   ops::RenderParams p;
   p.stat = r.stat;
   p.colormap = r.colormap;
+  p.palette = r.palette;
   p.lo = r.lo;
   p.hi = r.hi;
   g.cell_of(r.level, p.cell, p.magnify);
@@ -103,7 +105,7 @@ Result<engine::RenderOutcome> TileRenderer::render(const TileRequest& r, const Z
   p.cell = 1;
   p.row_begin = r.y * ops::kRenderTilePixels;
   p.col_begin = r.x * ops::kRenderTilePixels;
-  return engine::render_stats_tile(scheduler_, level->tiles, level->grid.rows, level->grid.cols, p);
+  return engine::render_stats_tile(scheduler_, level->tiles, level->grid.rows, level->grid.cols, p, 0, r.tensor->name);
 }
 
 std::string tile_hint(const TileRequest& r) {
@@ -139,6 +141,7 @@ Result<TileResult> TileRenderer::tile(const TileRequest& request) {
   }
   ops::RenderParams check;
   check.colormap = r.colormap;
+  check.palette = r.palette;
   check.lo = r.lo;
   check.hi = r.hi;
   TM_RETURN_IF_ERROR(ops::check_render_params(check));

@@ -46,6 +46,7 @@ struct TileRequest {
   uint64_t x = 0, y = 0;
   ops::PixelStat stat = ops::PixelStat::kMean;
   ops::ColorMap colormap = ops::ColorMap::kDiverging;
+  ops::Palette palette = ops::Palette::kDefault;
   double lo = -1, hi = 1;
   std::string consent;  ///< a ladder rung the user accepted, or ""
 };

@@ -23,7 +23,9 @@ extern "C" {
 #endif
 
 #define TM_PLUGIN_ABI_MAJOR 1
-#define TM_PLUGIN_ABI_MINOR 3
+/* Minor 4: tm.render_tile@1's colormap carries a palette above its scale (TM_COLORMAP_PALETTE_SHIFT);
+ * a plugin built for 1.3 refuses those values, so the host does not send them to it. */
+#define TM_PLUGIN_ABI_MINOR 4
 
 /* Symbol names a plugin library exports. */
 #define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
@@ -87,7 +89,7 @@ typedef enum TM_DType {
  *  "tm.render_tile@1" in[0]: the matrix [rows, cols] (source TM_RENDER_SOURCE_VALUES, any decodable
  *                    dtype) or a row-major grid of TM_TileStats as U8[grid_rows, grid_cols, 72]
  *                    (source TM_RENDER_SOURCE_TILE_STATS); attributes source, row_begin, col_begin,
- *                    cell, magnify, stat, colormap (i64), lo, hi (f64);
+ *                    cell, magnify, stat, colormap (i64: scale | palette << 4), lo, hi (f64);
  *                    out[0]: U8[256, 256, 4], RGBA pixels, row-major.
  *  "tm.render_tile_sampled@1" the same, each pixel from the first row of its block (approximate).
  *  "tm.radix_histogram@1" in[0]: contiguous elements, any decodable dtype; in[1]: U64[P] prefixes,
@@ -157,7 +159,7 @@ typedef enum TM_DType {
 #define TM_ATTR_CELL "cell"           /* render_tile: elements per pixel side (values), 1 for statistics */
 #define TM_ATTR_MAGNIFY "magnify"     /* render_tile: pixels per element side */
 #define TM_ATTR_STAT "stat"           /* render_tile: a TM_PIXEL_STAT_* value */
-#define TM_ATTR_COLORMAP "colormap"   /* render_tile: a TM_COLORMAP_* value */
+#define TM_ATTR_COLORMAP "colormap"   /* render_tile: TM_COLORMAP(scale, palette), see below */
 #define TM_ATTR_KEY "key"             /* radix_histogram: a TM_RADIX_KEY_* value */
 #define TM_ATTR_SHIFT "shift"         /* radix_histogram: the lowest bit of the digit counted */
 #define TM_ATTR_BITS "bits"           /* radix_histogram: the digit's width, 1..TM_RADIX_MAX_BITS */
@@ -180,9 +182,28 @@ typedef enum TM_DType {
 #define TM_PIXEL_STAT_ENVELOPE 4       /* the signed extreme: min or max, whichever is larger in magnitude */
 #define TM_PIXEL_STAT_STD 5
 #define TM_PIXEL_STAT_NON_FINITE 6     /* a mask of NaN / +Inf / -Inf */
-#define TM_COLORMAP_DIVERGING 0        /* cool-warm around zero */
-#define TM_COLORMAP_SEQUENTIAL 1       /* viridis over [lo, hi] */
-#define TM_COLORMAP_LOG_MAGNITUDE 2    /* magma over log10 |v| in [lo, hi] */
+/* The colormap attribute is a scale (how a value becomes a position in [0, 1]) in its low 4 bits and,
+ * since 1.4, a palette (the colours of those positions) above them. Palette 0 is the scale's own
+ * table, the colours of 1.3, so a 1.3 value means what it meant. A sequential palette goes with the
+ * sequential and log scales, a diverging one with the diverging scale; other pairs are invalid. */
+#define TM_COLORMAP_DIVERGING 0        /* position (v / max(|lo|, |hi|) + 1) / 2: zero in the middle; own table cool-warm */
+#define TM_COLORMAP_SEQUENTIAL 1       /* position (v - lo) / (hi - lo); own table viridis */
+#define TM_COLORMAP_LOG_MAGNITUDE 2    /* position of log10 |v| in [log10 lo, log10 hi]; own table magma */
+#define TM_COLORMAP_SCALE_MASK 0xF     /* since 1.4: colormap & TM_COLORMAP_SCALE_MASK is the scale */
+#define TM_COLORMAP_PALETTE_SHIFT 4    /* since 1.4: colormap >> TM_COLORMAP_PALETTE_SHIFT is the palette */
+#define TM_PALETTE_DEFAULT 0           /* the scale's own table (drawn from 7 to 10 points) */
+#define TM_PALETTE_VIRIDIS 1           /* sequential, perceptually uniform */
+#define TM_PALETTE_CIVIDIS 2           /* sequential, perceptually uniform, designed for colour-vision deficiency */
+#define TM_PALETTE_MAGMA 3             /* sequential, perceptually uniform */
+#define TM_PALETTE_INFERNO 4           /* sequential, perceptually uniform */
+#define TM_PALETTE_GREYS 5             /* sequential, white to black (ColorBrewer) */
+#define TM_PALETTE_COOLWARM 6          /* diverging, blue to red (Moreland) */
+#define TM_PALETTE_RDBU 7              /* diverging, red to blue (ColorBrewer) */
+#define TM_PALETTE_LAST TM_PALETTE_RDBU
+/** The colormap attribute of a scale and a palette. */
+#define TM_COLORMAP(scale, palette) ((int64_t)(scale) | ((int64_t)(palette) << TM_COLORMAP_PALETTE_SHIFT))
+/** The largest colormap value (not every value below it is valid). */
+#define TM_COLORMAP_MAX TM_COLORMAP(TM_COLORMAP_LOG_MAGNITUDE, TM_PALETTE_LAST)
 
 /* Order keys of tm.radix_histogram@1 (of a finite element x decoded to float32, u its bits). */
 #define TM_RADIX_KEY_VALUE 0      /* 32 bits: u ^ 0x80000000 for x >= +0, ~u below: orders x, -0 below +0 */

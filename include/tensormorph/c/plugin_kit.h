@@ -1,7 +1,8 @@
 /* Tensormorph plugin kit: header-only C helpers for writing a backend plugin against plugin.h —
  * error objects, reading the host's versioned structs, argument and attribute validation for the
  * built-in operations, and the colour mapping of tm.render_tile@1 (the same function the CPU
- * reference uses, so a plugin's pixels are the reference's bytes).
+ * reference uses, so a plugin's pixels are the reference's bytes; the named palettes' control
+ * points are in plugin_kit_palettes.h).
  *
  * Everything is `static inline`: include it in any number of translation units, in C (C11) or C++.
  * Validation reports through a TM_KitStatus value; tm_kit_error() turns one into the TM_Error a
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "tensormorph/c/plugin.h"
+#include "tensormorph/c/plugin_kit_palettes.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -449,9 +451,22 @@ typedef struct TM_KitRenderTile {
   int sampled;          /* 1 for tm.render_tile_sampled@1 */
 } TM_KitRenderTile;
 
+/** Why `colormap` is not a valid colormap attribute (a scale with a palette of its kind), or NULL. */
+static inline const char* tm_kit_colormap_problem(int64_t colormap) {
+  const int64_t scale = colormap & TM_COLORMAP_SCALE_MASK, palette = colormap >> TM_COLORMAP_PALETTE_SHIFT;
+  if (colormap < 0 || scale > TM_COLORMAP_LOG_MAGNITUDE) return "unknown colour scale";
+  if (palette > TM_PALETTE_LAST) return "unknown palette";
+  if (palette == TM_PALETTE_DEFAULT) return NULL;
+  if ((palette == TM_PALETTE_COOLWARM || palette == TM_PALETTE_RDBU) != (scale == TM_COLORMAP_DIVERGING)) {
+    return scale == TM_COLORMAP_DIVERGING ? "the diverging scale takes a diverging palette"
+                                          : "a diverging palette goes with the diverging scale only";
+  }
+  return NULL;
+}
+
 /** Validates a render instance: the attributes (powers of two, cell 1 with magnify > 1 and with
- *  statistics, finite lo < hi, 0 < lo for the log map), the input's form for its source, the tile
- *  starting inside the input, and a U8[256, 256, 4] output. */
+ *  statistics, a scale with a palette of its kind, finite lo < hi, 0 < lo for the log scale), the
+ *  input's form for its source, the tile starting inside the input, and a U8[256, 256, 4] output. */
 static inline int tm_kit_parse_render_tile(const TM_OpInstance* instance, TM_KitRenderTile* job, TM_KitStatus* status) {
   static const TM_KitAttributeSpec specs[] = {
       {TM_ATTR_SOURCE, 0, 0, 1},
@@ -460,7 +475,7 @@ static inline int tm_kit_parse_render_tile(const TM_OpInstance* instance, TM_Kit
       {TM_ATTR_CELL, 0, 1, TM_RENDER_MAX_CELL},
       {TM_ATTR_MAGNIFY, 0, 1, TM_RENDER_MAX_MAGNIFY},
       {TM_ATTR_STAT, 0, TM_PIXEL_STAT_MEAN, TM_PIXEL_STAT_NON_FINITE},
-      {TM_ATTR_COLORMAP, 0, TM_COLORMAP_DIVERGING, TM_COLORMAP_LOG_MAGNITUDE},
+      {TM_ATTR_COLORMAP, 0, 0, TM_COLORMAP_MAX},
       {TM_ATTR_LO, 1, -1.7976931348623157e308, 1.7976931348623157e308},
       {TM_ATTR_HI, 1, -1.7976931348623157e308, 1.7976931348623157e308}};
   TM_OpInstance in;
@@ -493,11 +508,15 @@ static inline int tm_kit_parse_render_tile(const TM_OpInstance* instance, TM_Kit
   if (job->source == TM_RENDER_SOURCE_TILE_STATS && job->cell != 1) {
     return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: a statistics grid renders with cell 1", op);
   }
+  if (tm_kit_colormap_problem(job->colormap) != NULL) {
+    return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: colormap %lld: %s", op, (long long)job->colormap,
+                       tm_kit_colormap_problem(job->colormap));
+  }
   if (!(job->lo < job->hi)) return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: the range needs lo < hi", op);
-  if (job->colormap == TM_COLORMAP_LOG_MAGNITUDE && !(job->lo > 0)) {
+  if ((job->colormap & TM_COLORMAP_SCALE_MASK) == TM_COLORMAP_LOG_MAGNITUDE && !(job->lo > 0)) {
     return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: the log colour map needs 0 < lo", op);
   }
-  if (job->colormap == TM_COLORMAP_DIVERGING && !(fmax(fabs(job->lo), fabs(job->hi)) > 0)) {
+  if ((job->colormap & TM_COLORMAP_SCALE_MASK) == TM_COLORMAP_DIVERGING && !(fmax(fabs(job->lo), fabs(job->hi)) > 0)) {
     return tm_kit_fail(status, TM_STATUS_INVALID_ARGUMENT, "%s: the diverging range is empty", op);
   }
   if (job->source == TM_RENDER_SOURCE_VALUES) {
@@ -525,8 +544,10 @@ static inline int tm_kit_parse_render_tile(const TM_OpInstance* instance, TM_Kit
 /* ------------------------------------------------------------------------------------------------
  * tm.render_tile@1's colours: plain float64 arithmetic, the CPU reference's own code */
 
-/* Control points, evenly spaced, of each map. Diverging: Moreland's cool-warm (blue, grey, red),
- * centred on zero. Sequential: viridis. Log magnitude: magma. Values from the published tables. */
+/* Control points, evenly spaced, of each colormap value: a named palette's (plugin_kit_palettes.h),
+ * or for palette 0 the scale's own table, a coarser drawing of a published one (these colours are
+ * the ABI 1.3 colours and stay bit for bit): diverging, Moreland's cool-warm (blue, grey, red)
+ * centred on zero; sequential, viridis; log magnitude, magma. */
 static inline const unsigned char (*tm_kit_colormap_points(int64_t colormap, size_t* count))[3] {
   static const unsigned char diverging[7][3] = {{59, 76, 192},   {124, 159, 249}, {192, 212, 245}, {221, 221, 221},
                                                 {242, 203, 183}, {238, 133, 105}, {180, 4, 38}};
@@ -536,6 +557,9 @@ static inline const unsigned char (*tm_kit_colormap_points(int64_t colormap, siz
   static const unsigned char magma[9][3] = {{0, 0, 4},       {28, 16, 68},   {79, 18, 123},
                                             {129, 37, 129},  {181, 54, 122}, {229, 80, 100},
                                             {251, 135, 97},  {254, 194, 135}, {252, 253, 191}};
+  const unsigned char(*named)[3] = tm_kit_palette_points(colormap >> TM_COLORMAP_PALETTE_SHIFT, count);
+  if (named != NULL) return named;
+  colormap &= TM_COLORMAP_SCALE_MASK;
   if (colormap == TM_COLORMAP_SEQUENTIAL) {
     *count = 10;
     return viridis;
@@ -548,7 +572,7 @@ static inline const unsigned char (*tm_kit_colormap_points(int64_t colormap, siz
   return diverging;
 }
 
-/** Entry `index` (0..255) of a colour map's 256-entry table, as RGB. */
+/** Entry `index` (0..255) of a colormap value's 256-entry table, as RGB. */
 static inline void tm_kit_colormap_entry(int64_t colormap, size_t index, unsigned char rgb[3]) {
   size_t count = 0, k, c;
   const unsigned char(*points)[3] = tm_kit_colormap_points(colormap, &count);
@@ -606,12 +630,12 @@ static inline void tm_kit_pixel_colour(const TM_TileStats* s, int64_t stat, int6
     }
     default: break;
   }
-  if (colormap == TM_COLORMAP_DIVERGING) {
+  if ((colormap & TM_COLORMAP_SCALE_MASK) == TM_COLORMAP_DIVERGING) {
     const double m = fmax(fabs(lo), fabs(hi));
     double r = v / m;
     r = r < -1.0 ? -1.0 : r > 1.0 ? 1.0 : r;
     index = tm_kit_table_index((r + 1.0) / 2.0);
-  } else if (colormap == TM_COLORMAP_SEQUENTIAL) {
+  } else if ((colormap & TM_COLORMAP_SCALE_MASK) == TM_COLORMAP_SEQUENTIAL) {
     index = tm_kit_table_index((v - lo) / (hi - lo));
   } else {
     const double a = fabs(v);

@@ -58,8 +58,9 @@ std::string describe(const RenderParams& p) {
 /// The colour range the tests use for each map.
 RenderParams with_map(RenderParams p, int64_t colormap) {
   p.colormap = colormap;
-  p.lo = colormap == TM_COLORMAP_LOG_MAGNITUDE ? 1e-4 : -0.05;
-  p.hi = colormap == TM_COLORMAP_LOG_MAGNITUDE ? 1.0 : 0.05;
+  const bool log = (colormap & TM_COLORMAP_SCALE_MASK) == TM_COLORMAP_LOG_MAGNITUDE;
+  p.lo = log ? 1e-4 : -0.05;
+  p.hi = log ? 1.0 : 0.05;
   return p;
 }
 
@@ -179,7 +180,11 @@ TEST_P(RenderValuesTest, EveryStatisticWithEveryColourMap) {
   ASSERT_NE(b, nullptr);
   const uint64_t rows = 300, cols = 500;
   const std::vector<float> values = weights_f32(rows * cols, 31);
-  for (int64_t colormap : {TM_COLORMAP_DIVERGING, TM_COLORMAP_SEQUENTIAL, TM_COLORMAP_LOG_MAGNITUDE}) {
+  // The scales' own tables, then palettes (ABI 1.4) of each kind.
+  for (int64_t colormap : {int64_t{TM_COLORMAP_DIVERGING}, int64_t{TM_COLORMAP_SEQUENTIAL},
+                           int64_t{TM_COLORMAP_LOG_MAGNITUDE}, TM_COLORMAP(TM_COLORMAP_SEQUENTIAL, TM_PALETTE_CIVIDIS),
+                           TM_COLORMAP(TM_COLORMAP_LOG_MAGNITUDE, TM_PALETTE_INFERNO),
+                           TM_COLORMAP(TM_COLORMAP_DIVERGING, TM_PALETTE_RDBU)}) {
     for (int64_t stat = TM_PIXEL_STAT_MEAN; stat <= TM_PIXEL_STAT_NON_FINITE; ++stat) {
       RenderParams p = with_map(RenderParams{}, colormap);
       p.cell = 16;
@@ -386,6 +391,9 @@ TEST_F(RenderTest, MalformedInstancesAreInvalidWithTheKitsMessages) {
       {[](OpCall& c) { c.inputs[0].rank = 3; c.inputs[0].shape[2] = 1; }, "a values input has rank 2", false},
       {[](OpCall& c) { c.attributes[0].i = 2; }, "attribute 'source' is out of range [0, 1]", false},
       {[](OpCall& c) { c.attributes[5].i = 7; }, "attribute 'stat' is out of range [0, 6]", false},
+      {[](OpCall& c) { c.attributes[6].i = TM_COLORMAP_MAX + 1; }, "attribute 'colormap' is out of range [0, 114]", false},
+      {[](OpCall& c) { c.attributes[6].i = TM_COLORMAP(TM_COLORMAP_DIVERGING, TM_PALETTE_VIRIDIS); },
+       "colormap 16: the diverging scale takes a diverging palette", false},
       {[](OpCall& c) { c.attributes.push_back(int_attribute("tile", 8)); }, "unknown attribute 'tile'", false},
       {[](OpCall& c) { c.attributes.push_back(int_attribute(TM_ATTR_CELL, 8)); }, "attribute 'cell' given twice", false},
       {[](OpCall& c) { c.outputs.clear(); }, "takes 1 input and 1 output, got 1 and 0", false},

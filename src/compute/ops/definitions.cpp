@@ -169,6 +169,12 @@ AttributeSpec float_attribute(const char* name, std::string description) {
   return {name, AttributeKind::kFloat, false, 0, -1.7976931348623157e308, 1.7976931348623157e308, std::move(description)};
 }
 
+AttributeSpec widened(AttributeSpec spec, uint32_t minor, double max_before) {
+  spec.widened_in_minor = minor;
+  spec.max_before = max_before;
+  return spec;
+}
+
 CaseAttribute ci(const char* name, int64_t v) { return {name, v, 0}; }
 CaseAttribute cf(const char* name, double v) { return {name, 0, v}; }
 
@@ -295,8 +301,11 @@ std::vector<AttributeSpec> render_attributes() {
       int_attribute(TM_ATTR_MAGNIFY, 1, TM_RENDER_MAX_MAGNIFY, "pixels per element side, a power of two (only with cell 1)"),
       int_attribute(TM_ATTR_STAT, TM_PIXEL_STAT_MEAN, TM_PIXEL_STAT_NON_FINITE,
                     "0 mean, 1 absmax, 2 min, 3 max, 4 envelope (signed extreme), 5 std, 6 non-finite mask"),
-      int_attribute(TM_ATTR_COLORMAP, TM_COLORMAP_DIVERGING, TM_COLORMAP_LOG_MAGNITUDE,
-                    "0 diverging around zero, 1 sequential, 2 log magnitude"),
+      widened(int_attribute(TM_ATTR_COLORMAP, 0, TM_COLORMAP_MAX,
+                            "scale | palette << 4: scale 0 diverging around zero, 1 sequential, 2 log magnitude; "
+                            "palette 0 the scale's own table, 1-5 sequential (viridis, cividis, magma, inferno, "
+                            "greys), 6-7 diverging (coolwarm, rdbu), of the scale's kind"),
+              4, TM_COLORMAP_LOG_MAGNITUDE),
       float_attribute(TM_ATTR_LO, "lower end of the colour range (log: 0 < lo)"),
       float_attribute(TM_ATTR_HI, "upper end of the colour range (> lo)"),
   };
@@ -308,16 +317,18 @@ std::vector<ConformanceCase> render_cases() {
   struct Values {
     uint64_t cell, row, col;
     int64_t stat;
+    int64_t colormap = TM_COLORMAP_DIVERGING;
   };
   for (const Values& v : {Values{8, 0, 0, TM_PIXEL_STAT_ENVELOPE}, Values{16, 64, 96, TM_PIXEL_STAT_MEAN},
                           Values{32, 0, 0, TM_PIXEL_STAT_STD}, Values{8, 512, 512, TM_PIXEL_STAT_NON_FINITE},
-                          Values{4, 0, 0, TM_PIXEL_STAT_MEAN}}) {
+                          Values{4, 0, 0, TM_PIXEL_STAT_MEAN},
+                          Values{8, 64, 0, TM_PIXEL_STAT_MEAN, TM_COLORMAP(TM_COLORMAP_SEQUENTIAL, TM_PALETTE_CIVIDIS)}}) {
     cases.push_back({"values cell " + std::to_string(v.cell) + " at (" + std::to_string(v.row) + ", " +
-                         std::to_string(v.col) + ")",
+                         std::to_string(v.col) + ")" + (v.colormap != TM_COLORMAP_DIVERGING ? ", colormap " + std::to_string(v.colormap) : ""),
                      {{std::nullopt, {kRows, kCols}}},
                      {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_VALUES), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(v.row)),
                       ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(v.col)), ci(TM_ATTR_CELL, static_cast<int64_t>(v.cell)),
-                      ci(TM_ATTR_MAGNIFY, 1), ci(TM_ATTR_STAT, v.stat), ci(TM_ATTR_COLORMAP, TM_COLORMAP_DIVERGING),
+                      ci(TM_ATTR_MAGNIFY, 1), ci(TM_ATTR_STAT, v.stat), ci(TM_ATTR_COLORMAP, v.colormap),
                       cf(TM_ATTR_LO, -0.05), cf(TM_ATTR_HI, 0.05)},
                      {{DType::kU8, {kRenderTilePixels, kRenderTilePixels, 4}}},
                      true});
@@ -327,11 +338,20 @@ std::vector<ConformanceCase> render_cases() {
     int64_t magnify, stat, colormap;
     double lo, hi;
   };
-  for (const Stats& s : {Stats{0, 0, 1, TM_PIXEL_STAT_MEAN, TM_COLORMAP_DIVERGING, -0.05, 0.05},
-                         Stats{3, 5, 4, TM_PIXEL_STAT_ABSMAX, TM_COLORMAP_LOG_MAGNITUDE, 1e-4, 1.0},
-                         Stats{0, 0, 2, TM_PIXEL_STAT_STD, TM_COLORMAP_SEQUENTIAL, 0.0, 0.05}}) {
+  // The scales' own tables, then every named palette on a scale of its kind.
+  constexpr int64_t kSeq = TM_COLORMAP_SEQUENTIAL, kLog = TM_COLORMAP_LOG_MAGNITUDE, kDiv = TM_COLORMAP_DIVERGING;
+  for (const Stats& s : {Stats{0, 0, 1, TM_PIXEL_STAT_MEAN, kDiv, -0.05, 0.05},
+                         Stats{3, 5, 4, TM_PIXEL_STAT_ABSMAX, kLog, 1e-4, 1.0},
+                         Stats{0, 0, 2, TM_PIXEL_STAT_STD, kSeq, 0.0, 0.05},
+                         Stats{0, 0, 1, TM_PIXEL_STAT_MEAN, TM_COLORMAP(kSeq, TM_PALETTE_VIRIDIS), -0.05, 0.05},
+                         Stats{0, 0, 1, TM_PIXEL_STAT_MAX, TM_COLORMAP(kSeq, TM_PALETTE_CIVIDIS), -0.05, 0.05},
+                         Stats{3, 5, 4, TM_PIXEL_STAT_ABSMAX, TM_COLORMAP(kLog, TM_PALETTE_MAGMA), 1e-4, 1.0},
+                         Stats{3, 5, 4, TM_PIXEL_STAT_ABSMAX, TM_COLORMAP(kLog, TM_PALETTE_INFERNO), 1e-4, 1.0},
+                         Stats{0, 0, 2, TM_PIXEL_STAT_STD, TM_COLORMAP(kSeq, TM_PALETTE_GREYS), 0.0, 0.05},
+                         Stats{0, 0, 1, TM_PIXEL_STAT_MEAN, TM_COLORMAP(kDiv, TM_PALETTE_COOLWARM), -0.05, 0.05},
+                         Stats{0, 0, 1, TM_PIXEL_STAT_ENVELOPE, TM_COLORMAP(kDiv, TM_PALETTE_RDBU), -0.05, 0.05}}) {
     cases.push_back({"statistics magnify " + std::to_string(s.magnify) + " at (" + std::to_string(s.row) + ", " +
-                         std::to_string(s.col) + ")",
+                         std::to_string(s.col) + "), colormap " + std::to_string(s.colormap),
                      {{DType::kU8, {90, 300, sizeof(TM_TileStats)}}},
                      {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_TILE_STATS), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(s.row)),
                       ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(s.col)), ci(TM_ATTR_CELL, 1),

@@ -36,6 +36,10 @@ struct AttributeSpec {
   double min = 0;               ///< smallest valid value (the operation's parser checks further rules)
   double max = 0;               ///< largest valid value
   std::string description;      ///< one line, including rules the range cannot state
+  /// When the range grew in a minor ABI version: that minor (0: never grew). A plugin built for an
+  /// older minor takes values up to `max_before` only, so the scheduler sends it no larger one.
+  uint32_t widened_in_minor = 0;
+  double max_before = 0;        ///< the largest value before `widened_in_minor`
 };
 
 /// How an output's size is known.

@@ -37,11 +37,30 @@ enum class PixelStat : int64_t {
   kStd = TM_PIXEL_STAT_STD,
   kNonFinite = TM_PIXEL_STAT_NON_FINITE
 };
-/// How a value becomes a colour.
+/// How a value becomes a position in [0, 1] (the colour scale; the palette colours the positions).
 enum class ColorMap : int64_t {
   kDiverging = TM_COLORMAP_DIVERGING,
   kSequential = TM_COLORMAP_SEQUENTIAL,
   kLogMagnitude = TM_COLORMAP_LOG_MAGNITUDE
+};
+/// The colours of a scale's positions: its own table (kDefault) or a named palette.
+enum class Palette : int64_t {
+  kDefault = TM_PALETTE_DEFAULT,
+  kViridis = TM_PALETTE_VIRIDIS,
+  kCividis = TM_PALETTE_CIVIDIS,
+  kMagma = TM_PALETTE_MAGMA,
+  kInferno = TM_PALETTE_INFERNO,
+  kGreys = TM_PALETTE_GREYS,
+  kCoolwarm = TM_PALETTE_COOLWARM,
+  kRdBu = TM_PALETTE_RDBU
+};
+/// What the faces say about a named palette.
+struct PaletteInfo {
+  Palette palette;
+  std::string_view name;       ///< "viridis", ... (what the API and the viewer call it)
+  bool diverging;              ///< a diverging palette (for the diverging scale), else sequential
+  bool colorblind_safe;        ///< readable with the common colour-vision deficiencies
+  bool perceptually_uniform;   ///< equal steps of value look like equal steps of colour
 };
 /// Where the pixels' statistics come from.
 enum class RenderSource : int64_t { kValues = TM_RENDER_SOURCE_VALUES, kTileStats = TM_RENDER_SOURCE_TILE_STATS };
@@ -52,6 +71,15 @@ std::optional<PixelStat> pixel_stat_from_name(std::string_view name);
 /// "diverging", "sequential", "log" and back.
 std::string_view color_map_name(ColorMap map);
 std::optional<ColorMap> color_map_from_name(std::string_view name);
+/// The named palettes (not kDefault), in TM_PALETTE_* order.
+std::span<const PaletteInfo> named_palettes();
+/// "default", "viridis", ... and back (case-insensitive: "RdBu" is "rdbu").
+std::string_view palette_name(Palette palette);
+std::optional<Palette> palette_from_name(std::string_view name);
+/// The named palette a scale's own table is drawn from (coolwarm, viridis, magma).
+Palette drawn_from(ColorMap map);
+/// The colormap attribute of a scale and a palette (TM_COLORMAP(scale, palette)).
+int64_t colormap_attribute(ColorMap map, Palette palette);
 
 /// The attributes of one render instance.
 struct RenderParams {
@@ -62,19 +90,21 @@ struct RenderParams {
   uint32_t magnify = 1;    ///< pixels per cell side (a power of two <= kMaxMagnify; > 1 only with cell 1)
   PixelStat stat = PixelStat::kMean;
   ColorMap colormap = ColorMap::kDiverging;
+  Palette palette = Palette::kDefault;  ///< of the scale's kind (a diverging palette only with kDiverging)
   double lo = -1, hi = 1;  ///< the colour range (log: magnitudes, 0 < lo)
   bool sampled = false;    ///< the approximate rung: only the first row of each block is read
 };
 
-/// Checks the parameters alone (powers of two, limits, lo < hi finite, log needs 0 < lo).
+/// Checks the parameters alone (powers of two, limits, a palette of the scale's kind, lo < hi
+/// finite, log needs 0 < lo).
 Status check_render_params(const RenderParams& params);
 
 /// The colour of a pixel whose block has statistics `s` (counts, finite min/max/absmax, sums).
 /// Non-finite elements always show (NaN magenta, +Inf orange, -Inf cyan); empty blocks are transparent.
 std::array<uint8_t, 4> render_pixel_colour(const TM_TileStats& s, const RenderParams& params);
 
-/// The 256-entry RGB table of a colour map (for colour bars).
-std::span<const std::array<uint8_t, 3>> color_map_table(ColorMap map);
+/// The 256-entry RGB table of a scale under a palette (for colour bars); the palette must suit the scale.
+std::array<std::array<uint8_t, 3>, 256> color_map_table(ColorMap map, Palette palette = Palette::kDefault);
 
 /// Bytes a values render needs at its peak (decoded rows, row-sum slots, the tile itself); a
 /// backend reports what exceeds the tile as working memory, so the memory budget applies to it.

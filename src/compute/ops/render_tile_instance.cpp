@@ -8,6 +8,7 @@
 #include "core/dtype_abi.h"
 #include "compute/ops/definitions.h"
 #include "compute/ops/render_tile.h"
+#include "tensormorph/c/plugin_kit.h"
 
 namespace tensormorph::ops {
 namespace {
@@ -96,8 +97,10 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op) {
   TM_ASSIGN_OR_RETURN(args.output, read_tensor(instance.outputs, "output", true));
   TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(instance));
   RenderParams& p = args.params;
-  if (attrs.at(kAttrSource).i > 1 || attrs.at(kAttrStat).i > 6 || attrs.at(kAttrColormap).i > 2) {
-    return invalid("source, stat or colormap out of range");
+  if (attrs.at(kAttrSource).i > 1 || attrs.at(kAttrStat).i > 6) return invalid("source or stat out of range");
+  const int64_t colormap = attrs.at(kAttrColormap).i;
+  if (const char* problem = tm_kit_colormap_problem(colormap)) {
+    return invalid("colormap " + std::to_string(colormap) + ": " + problem);
   }
   p.source = static_cast<RenderSource>(attrs.at(kAttrSource).i);
   p.row_begin = static_cast<uint64_t>(attrs.at(kAttrRowBegin).i);
@@ -105,7 +108,8 @@ Result<RenderArgs> parse_render_tile(const TM_OpInstance& op) {
   p.cell = static_cast<uint64_t>(attrs.at(kAttrCell).i);
   p.magnify = static_cast<uint32_t>(std::min<int64_t>(attrs.at(kAttrMagnify).i, kMaxMagnify + 1));
   p.stat = static_cast<PixelStat>(attrs.at(kAttrStat).i);
-  p.colormap = static_cast<ColorMap>(attrs.at(kAttrColormap).i);
+  p.colormap = static_cast<ColorMap>(colormap & TM_COLORMAP_SCALE_MASK);
+  p.palette = static_cast<Palette>(colormap >> TM_COLORMAP_PALETTE_SHIFT);
   p.lo = attrs.at(kAttrLo).f;
   p.hi = attrs.at(kAttrHi).f;
   p.sampled = std::string_view(instance.op) == kOpRenderTileSampled;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compute/ops/render_tile.h"
+#include "tensormorph/c/plugin_kit.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::ops {
@@ -49,6 +50,11 @@ Status check_render_params(const RenderParams& p) {
   if (p.source == RenderSource::kTileStats && p.cell != 1) return fail("a statistics grid renders with cell 1");
   if (static_cast<uint64_t>(p.stat) > static_cast<uint64_t>(PixelStat::kNonFinite)) return fail("unknown pixel statistic");
   if (static_cast<uint64_t>(p.colormap) > static_cast<uint64_t>(ColorMap::kLogMagnitude)) return fail("unknown colour map");
+  if (static_cast<uint64_t>(p.palette) > static_cast<uint64_t>(TM_PALETTE_LAST)) return fail("unknown palette");
+  if (const char* problem = tm_kit_colormap_problem(colormap_attribute(p.colormap, p.palette))) {
+    return fail(std::string(palette_name(p.palette)) + " with the " + std::string(color_map_name(p.colormap)) +
+                " scale: " + problem);
+  }
   if (!std::isfinite(p.lo) || !std::isfinite(p.hi) || !(p.lo < p.hi)) {
     return fail("range [" + std::to_string(p.lo) + ", " + std::to_string(p.hi) + "] needs finite lo < hi");
   }
