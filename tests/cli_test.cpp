@@ -107,6 +107,20 @@ TEST_F(DemoCheckpoint, StatsMatchIndependentComputationFromExportedValues) {
   EXPECT_NEAR(s["mean"].get<double>(), sum / n, 1e-12);
 }
 
+// The twin is what llama.cpp's converter would make of the set (q/k rows regrouped per head), so a
+// comparison that undoes the regrouping sees only the quantization error.
+TEST_F(DemoCheckpoint, GgufTwinComparesAsAFaithfulConversion) {
+  auto r = run_cli({"diff", demo(), demo() + "/demo-mixed-quant.gguf", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["tensors"].size(), 38u);
+  for (const auto& t : doc["tensors"]) {
+    if (!t["cosine"].is_number()) continue;  // the planted NaN/Inf tensor: no finite-pair cosine to speak of
+    EXPECT_GT(t["cosine"].get<double>(), 0.99) << t["a"];
+    EXPECT_LT(t["rel_fro"].get<double>(), 0.15) << t["a"];
+  }
+}
+
 TEST_F(DemoCheckpoint, DemoIsDeterministic) {
   TempDir again;
   auto r = run_cli({"demo", (again / "d").string()});

@@ -136,12 +136,6 @@ std::string hugging_face_name(std::string_view architecture, std::string_view gg
   return {};
 }
 
-uint64_t gguf_row_source(uint64_t gguf_row, uint64_t rows, uint32_t heads) {
-  const uint64_t d = rows / heads;
-  const uint64_t head = gguf_row / d, r = gguf_row % d;
-  return head * d + (r % 2) * (d / 2) + r / 2;
-}
-
 Result<NameMapping> read_name_mapping(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return Status::NotFound(path.string() + ": cannot read the name mapping");

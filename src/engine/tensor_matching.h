@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf/gguf.h"
 #include "tensormorph/checkpoint.h"
 #include "tensormorph/status.h"
 
@@ -66,8 +67,7 @@ std::string hugging_face_name(std::string_view architecture, std::string_view gg
 /// (with the architecture from the GGUF's general.architecture).
 Result<TensorMatching> match_tensors(const Checkpoint& a, const Checkpoint& b, const NameMapping& user = {});
 
-/// The Hugging Face row that GGUF row `gguf_row` of a permuted weight (`rows` rows in `heads`
-/// heads) holds: within a head of d rows the converter puts row j * d/2 + i at 2i + j.
-uint64_t gguf_row_source(uint64_t gguf_row, uint64_t rows, uint32_t heads);
+/// The converter's row regrouping (formats/gguf), where the engine applies it.
+using gguf::gguf_row_source;
 
 }  // namespace tensormorph::engine

@@ -1,5 +1,6 @@
 #include "formats/demo/demo_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -44,7 +45,22 @@ struct DemoTensor {
   DType st_dtype;    // dtype in the safetensors shards
   DType gguf_dtype;  // dtype in the GGUF twin
   int shard;         // 0 or 1
+  bool regroup_rows = false;  // q_proj / k_proj: the converter regroups their rows per head
 };
+
+constexpr uint32_t kHeads = 6;
+
+// The GGUF twin's order of a q/k projection's rows (GGUF row g holds Hugging Face row
+// gguf_row_source(g)), so that comparing the twin with the set undoes it exactly.
+std::vector<float> converter_rows(const DemoTensor& t) {
+  const uint64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> out(t.values.size());
+  for (uint64_t g = 0; g < rows; ++g) {
+    const uint64_t hf = gguf::gguf_row_source(g, rows, kHeads);
+    std::copy_n(t.values.begin() + static_cast<ptrdiff_t>(hf * cols), cols, out.begin() + static_cast<ptrdiff_t>(g * cols));
+  }
+  return out;
+}
 
 std::vector<float> gaussian_matrix(Rng& rng, uint64_t rows, uint64_t cols, double scale) {
   std::vector<float> v(rows * cols);
@@ -101,8 +117,10 @@ std::vector<DemoTensor> build_model() {
       auto w = gaussian_matrix(rng, kDim, kDim, 0.02);
       if (proj[0] == 'q' || proj[0] == 'k') add_outlier_columns(w, kDim, {17, 200}, 12.0f);
       if (proj[0] == 'q' && l == 1) add_low_rank(rng, w, kDim, kDim, 0.01);
-      t.push_back({hf + "self_attn." + proj + "_proj.weight", gg + "attn_" + proj + ".weight", {kDim, kDim},
-                   std::move(w), DType::kBF16, proj[0] == 'v' ? DType::kQ8_0 : DType::kQ4_0, shard});
+      const std::string gguf_role = proj[0] == 'o' ? "attn_output" : std::string("attn_") + proj;  // llama.cpp's names
+      t.push_back({hf + "self_attn." + proj + "_proj.weight", gg + gguf_role + ".weight", {kDim, kDim},
+                   std::move(w), DType::kBF16, proj[0] == 'v' ? DType::kQ8_0 : DType::kQ4_0, shard,
+                   proj[0] == 'q' || proj[0] == 'k'});
     }
     t.push_back({hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {kDim}, norm_vector(rng, kDim),
                  DType::kF32, DType::kF32, shard});
@@ -145,11 +163,12 @@ Result<DemoFiles> write_demo_checkpoint(const fs::path& dir) {
   if (ec) return Status::IoError(dir.string() + ": cannot create directory: " + ec.message());
   const std::vector<DemoTensor> model = build_model();
 
-  // Encode everything first so both formats are written from the same values.
+  // Encode everything first so both formats are written from the same values. The GGUF twin is
+  // what llama.cpp's converter makes of the safetensors set: q/k rows regrouped per head.
   std::vector<std::vector<std::byte>> st_bytes, gguf_bytes;
   for (const DemoTensor& t : model) {
     TM_ASSIGN_OR_RETURN(auto a, encode_from_f32(t.st_dtype, t.values));
-    TM_ASSIGN_OR_RETURN(auto b, encode_from_f32(t.gguf_dtype, t.values));
+    TM_ASSIGN_OR_RETURN(auto b, encode_from_f32(t.gguf_dtype, t.regroup_rows ? converter_rows(t) : t.values));
     st_bytes.push_back(std::move(a));
     gguf_bytes.push_back(std::move(b));
   }
@@ -181,7 +200,7 @@ Result<DemoFiles> write_demo_checkpoint(const fs::path& dir) {
       {"llama.block_count", "u32", kLayers},
       {"llama.embedding_length", "u32", kDim},
       {"llama.feed_forward_length", "u32", kHidden},
-      {"llama.attention.head_count", "u32", 6},
+      {"llama.attention.head_count", "u32", kHeads},
       {"llama.context_length", "u32", 2048},
       {"tensormorph.demo.seed", "u64", kSeed},
   };

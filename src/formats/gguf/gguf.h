@@ -36,4 +36,13 @@ struct TensorToWrite {
 Status write_file(const std::filesystem::path& path, std::span<const KeyValueToWrite> kvs,
                   std::span<const TensorToWrite> tensors, uint32_t alignment = 32);
 
+/// The Hugging Face row that GGUF row `gguf_row` of a permuted weight (`rows` rows in `heads`
+/// heads) holds: llama.cpp's converter regroups llama-family q_proj/k_proj rows so that, within a
+/// head of d rows, row j * d/2 + i lands at 2i + j.
+inline uint64_t gguf_row_source(uint64_t gguf_row, uint64_t rows, uint32_t heads) {
+  const uint64_t d = rows / heads;
+  const uint64_t head = gguf_row / d, r = gguf_row % d;
+  return head * d + (r % 2) * (d / 2) + r / 2;
+}
+
 }  // namespace tensormorph::gguf

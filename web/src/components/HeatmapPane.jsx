@@ -8,7 +8,7 @@ import { fmt, unravel } from '../lib/format.js';
 import * as H from '../lib/heatmap.js';
 import * as S from '../lib/state.js';
 
-const kMinCellPixels = 28, kMaxWindow = 64, kRuler = 22;
+const kMinCellPixels = 36, kMaxWindow = 64, kRuler = 22;
 
 /** Nice tick spacing (1, 2, 5 x 10^k) for about `target` ticks over `span` elements. */
 function tickStep(span, target) {
@@ -112,8 +112,8 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
     window.__tm.shownValues = null;
     if (!cells || !w || w.tensor !== i.name) return;
     const ppe = i.zoom.pixels_per_element;
-    ctx.font = `${Math.max(7, Math.min(14, cells.cell / 4.6))}px ui-monospace, monospace`;
-    ctx.textAlign = 'center'; ctx.textBaseline = 'middle'; ctx.lineWidth = 3;
+    ctx.font = `${Math.max(9, Math.min(14, cells.cell / 4.2))}px ui-monospace, monospace`;
+    ctx.textAlign = 'center'; ctx.textBaseline = 'middle'; ctx.lineWidth = 2.5;
     ctx.strokeStyle = 'rgba(255,255,255,0.85)'; ctx.fillStyle = '#111';
     let drawn = 0;
     for (let r = Math.max(cells.r0, w.row); r < Math.min(cells.r1, w.row + w.rows); ++r) {

@@ -5,7 +5,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 
 import { api } from '../lib/api.js';
 import { blockLines } from '../lib/charts.js';
-import { colorTable, colorAt, CATEGORY_COLORS, NON_FINITE } from '../lib/colors.js';
+import { colorTable, colorAt, paintBar, CATEGORY_COLORS, NON_FINITE } from '../lib/colors.js';
 import { fmt, count, bytes, shortCount, shape as shapeText } from '../lib/format.js';
 import { nonFinite, unusualTensors, describeNonFinite } from '../lib/model.js';
 import * as S from '../lib/state.js';
@@ -49,17 +49,27 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
   const cellH = Math.max(6, Math.min(26, Math.floor(520 / Math.max(1, blocks.length))));
   const geometry = { cellW, cellH, rows: blocks.length, cols: roles.length };
 
-  // Colour scale: per role (each column its own min..max) or shared over the grid.
+  // Colour scale. Shared: the grid's minimum to maximum. Per role: each column around its median,
+  // spanning its largest deviation but at least ±20% of the median, so that blocks alike stay
+  // alike in colour and only real departures reach the ends of the map.
   const ranges = useMemo(() => {
     if (!STATS[stat].numeric) return null;
-    const r = new Map();
     const shared = !perRole || STATS[stat].shared;
+    const values = new Map();
     for (const t of tensors) {
       const v = statOf(stat, t, diffs);
       if (v === undefined || v === null || !Number.isFinite(v)) continue;
       const key = shared ? '' : t.role;
-      const cur = r.get(key) || [Infinity, -Infinity];
-      r.set(key, [Math.min(cur[0], v), Math.max(cur[1], v)]);
+      if (!values.has(key)) values.set(key, []);
+      values.get(key).push(v);
+    }
+    const r = new Map();
+    for (const [key, list] of values) {
+      list.sort((x, y) => x - y);
+      if (shared) { r.set(key, [list[0], list[list.length - 1]]); continue; }
+      const median = list[Math.floor(list.length / 2)];
+      const span = Math.max(Math.abs(list[0] - median), Math.abs(list[list.length - 1] - median), 0.2 * Math.abs(median), 1e-30);
+      r.set(key, [median - span, median + span]);
     }
     return { shared, r };
   }, [tensors, stat, diffs, perRole]);
@@ -128,11 +138,25 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
       <canvas ref={canvasRef} class="overview-grid" data-stack={stack.key} data-geometry={JSON.stringify(expose)}
         onMouseMove={(e) => onHover(cellAt(e), e)} onMouseLeave={() => onHover(null)}
         onClick={(e) => { const t = cellAt(e); if (t) S.go({ tensor: t.name, view: 'tensor' }); }} />
+      {STATS[stat].numeric && colors && ranges && (
+        <div class="legend grid-legend">
+          <span>{ranges.shared ? fmt(ranges.r.get('')?.[0], 4) : 'below the role\'s typical block'}</span>
+          <GradientBar colors={colors} />
+          <span>{ranges.shared ? fmt(ranges.r.get('')?.[1], 4) : 'above'}</span>
+          <span class="dim">· grey: not indexed yet · magenta outline: holds NaN/Inf</span>
+        </div>
+      )}
       {stat === 'dtype' && (
         <div class="legend">{dtypes.map((d, i) => <span><i style={{ background: CATEGORY_COLORS[i % CATEGORY_COLORS.length] }} />{d}</span>)}</div>
       )}
     </div>
   );
+}
+
+function GradientBar({ colors }) {
+  const ref = useRef(null);
+  useEffect(() => { if (ref.current) paintBar(ref.current, colors); }, [colors]);
+  return <canvas ref={ref} width="120" height="10" class="bar" />;
 }
 
 function RoleLines({ stack, tensors, stat, diffs }) {
@@ -269,7 +293,7 @@ export function Overview() {
         )}
         {STATS[stat].numeric && !STATS[stat].shared && (
           <Segmented label="colour scale" value={perRole ? 'role' : 'shared'} onChange={(v) => setPerRole(v === 'role')}
-            options={[{ value: 'role', label: 'per role', title: 'each column from its own minimum to maximum' }, { value: 'shared', label: 'shared', title: 'one scale for the whole grid' }]} />
+            options={[{ value: 'role', label: 'per role', title: 'each column around its median: the middle colour is the typical block, the ends the largest departures (at least ±20%)' }, { value: 'shared', label: 'shared', title: 'one scale for the whole grid, minimum to maximum' }]} />
         )}
         <span class="spacer" />
         <ExportButtons name={`overview-${stat}`} rows={rows} columns={[{ key: 'name' }, { key: 'stack' }, { key: 'block' }, { key: 'role' }, { key: 'dtype' }, { key: 'value', label: stat }]} />

@@ -2,7 +2,7 @@
 // and line charts of a statistic across blocks.
 import uPlot from 'uplot';
 
-import { fmt, ticks, count } from './format.js';
+import { fmt, ticks, shortCount } from './format.js';
 
 const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 
@@ -12,7 +12,7 @@ function axisStyle() {
 }
 
 // A log axis labels its decades only (uPlot ticks every multiple in between).
-const logTicks = (u, splits) => splits.map((v) => (Number.isInteger(Math.log10(v)) ? count(v) : ''));
+const logTicks = (u, splits) => splits.map((v) => (Number.isInteger(Math.log10(v)) ? shortCount(v) : ''));
 
 /** A histogram of `bins` over [lo, hi]: bars, log counts (empty bins as gaps) or linear; a drag
  *  across it calls `onRange(a, b)`. Returns the uPlot instance. */
@@ -26,7 +26,7 @@ export function histogram(element, { lo, hi, bins, log, width, height, color, on
     scales: { x: { time: false, range: [lo, hi] }, y: log ? { distr: 3, log: 10 } : { range: (u, mn, mx) => [0, Math.max(1, mx * 1.05)] } },
     axes: [
       { ...a, values: (u, splits) => ticks(splits) },
-      { ...a, size: 56, values: log ? logTicks : (u, splits) => splits.map((v) => (Number.isInteger(v) ? count(v) : '')) },
+      { ...a, size: 48, values: log ? logTicks : (u, splits) => splits.map((v) => (Number.isInteger(v) ? shortCount(v) : '')) },
     ],
     cursor: { drag: { x: !!onRange, y: false, setScale: false }, points: { show: false } },
     hooks: { setSelect: [(u) => {
