@@ -78,8 +78,12 @@ TEST(DisplayView, FoldsThinTensorsPerTheRule) {
   TensorInfo strided = info({2304, 8});
   strided.strides = {1, 2304};
   expect_view(strided, 2304, 8, false, "as stored");
-  const TensorInfo shown = engine::as_displayed(info({2304, 8}), engine::display_view(info({2304, 8})));
+  // A PyTorch tensor whose strides are row-major is contiguous: folded, shown without them.
+  TensorInfo row_major = info({2304, 8});
+  row_major.strides = {8, 1};
+  const TensorInfo shown = engine::as_displayed(row_major, engine::display_view(row_major));
   EXPECT_EQ(shown.shape, (std::vector<uint64_t>{128, 144}));
+  EXPECT_TRUE(shown.strides.empty());
 }
 
 class ServerView : public ::testing::Test {

@@ -72,7 +72,10 @@ DisplayView display_view(const TensorInfo& tensor) {
 
 TensorInfo as_displayed(const TensorInfo& tensor, const DisplayView& view) {
   TensorInfo shown = tensor;
-  if (view.folded) shown.shape = {view.rows, view.cols};
+  if (view.folded) {
+    shown.shape = {view.rows, view.cols};
+    shown.strides.clear();  // a PyTorch tensor's row-major strides would not fit the new rank
+  }
   return shown;
 }
 
