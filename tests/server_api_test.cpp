@@ -264,11 +264,12 @@ TEST_F(ServerApi, TilesArePngsWithCachingHeaders) {
     auto conditional = client.Get(path.c_str(), {{"If-None-Match", etag}});
     EXPECT_EQ(conditional->status, 304);
   }
-  // The [4096, 384] embedding is thin: shown as [1024, 1536], 4 rows side by side.
-  EXPECT_EQ(info["view"]["cols"], 1536);
-  // The deepest level's tile count: 1536 columns / 8 elements per tile.
-  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/191/0.png")->status, 200);
-  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/192/0.png")->status, 404);
+  // The [4096, 384] embedding is long but wide enough to keep its rows (tokens): shown as stored.
+  EXPECT_EQ(info["view"]["folded"], false);
+  EXPECT_EQ(info["view"]["cols"], 384);
+  // The deepest level's tile count: 384 columns / 8 elements per tile.
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/47/0.png")->status, 200);
+  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/48/0.png")->status, 404);
 }
 
 TEST_F(ServerApi, BadRequestsGetCleanJsonErrors) {
@@ -284,15 +285,15 @@ TEST_F(ServerApi, BadRequestsGetCleanJsonErrors) {
   EXPECT_EQ(get_json("/api/value?ckpt=0&tensor=model.norm.weight&row=16&col=0", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/tile/0/0/999/0/0.png", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/tile/0/0/3/0/0.png", 400)["code"], "INVALID_ARGUMENT");  // above the overview
-  // The embedding's levels: 8 to 16.
-  const json far = get_json("/api/tile/0/0/16/18446744073709551615/0.png", 404);
+  // The embedding's levels: 8 to 17.
+  const json far = get_json("/api/tile/0/0/17/18446744073709551615/0.png", 404);
   EXPECT_EQ(far["code"], "NOT_FOUND");
-  EXPECT_EQ(far["hint"], "level 16 has x in [0, 192) and y in [0, 128)");
-  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png", 400)["hint"],
-            "levels run from 8 (the whole tensor in one tile) to 16 (32 pixels per element)");
-  EXPECT_EQ(get_json("/api/tile/0/9999/16/0/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/tile/0/0/16/0/0.png?stat=bogus", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/tile/0/0/16/0/0.png?lo=1&hi=1", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(far["hint"], "level 17 has x in [0, 48) and y in [0, 512)");
+  EXPECT_EQ(get_json("/api/tile/0/0/18/0/0.png", 400)["hint"],
+            "levels run from 8 (the whole tensor in one tile) to 17 (32 pixels per element)");
+  EXPECT_EQ(get_json("/api/tile/0/9999/17/0/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?stat=bogus", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(get_json("/api/tile/0/0/17/0/0.png?lo=1&hi=1", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/histogram?ckpt=0&tensor=model.norm.weight&bins=0", 400)["code"], "INVALID_ARGUMENT");
   EXPECT_EQ(get_json("/api/../../etc/passwd", 404)["code"], "NOT_FOUND");
   EXPECT_EQ(get_json("/api/nothing", 404)["code"], "NOT_FOUND");
@@ -356,12 +357,11 @@ TEST_F(ServerApi, QuantilesOverTheTimeBudgetAnswerWithTheLadderAndHonourConsent)
 
 TEST_F(ServerApi, MemoryBudgetAppliesToTheNextOperation) {
   httplib::Client client("127.0.0.1", port_);
-  auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "300000"})", "application/json");
+  auto set = client.Post("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})", "application/json");
   ASSERT_EQ(set->status, 200) << set->body;
   EXPECT_EQ(json::parse(set->body)["applies"], "now");
-  // The exact overview render of the embedding (shown as [1024, 1536]: blocks of 8 rows) needs
-  // more working memory than that, its sampled rung (one row per block) does not: without a
-  // restart, it now asks for consent.
+  // The exact overview render of the embedding needs more working memory than that, its sampled
+  // rung (one row per block) does not: without a restart, it now asks for consent.
   const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
   const std::string tile = "/api/tile/0/0/" + std::to_string(info["zoom"]["min_level"].get<int>()) + "/0/0.png?lo=-0.0123&hi=0.0123";
   const json refused = get_json(tile, 409);

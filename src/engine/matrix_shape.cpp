@@ -36,7 +36,10 @@ DisplayView display_view(const TensorInfo& tensor) {
   view.rows = m.rows;
   view.cols = m.cols;
   const uint64_t n = tensor.elements();
-  if (n == 0 || n > kMaxFoldedElements || !tensor.contiguous() || !is_thin(m.rows, m.cols)) return view;
+  if (n == 0 || n > kMaxFoldedElements || !tensor.contiguous() || !is_thin(m.rows, m.cols) ||
+      short_side(m.rows, m.cols) > kMaxFoldedShortSide) {
+    return view;
+  }
   const uint64_t block = std::max<uint32_t>(1, dtype_info(tensor.dtype).block_elems);
   // A width the fold may take: whole rows side by side or rows cut evenly, in whole blocks, less thin.
   auto allowed = [&](uint64_t width) {

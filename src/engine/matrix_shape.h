@@ -24,6 +24,10 @@ MatrixShape as_matrix(const TensorInfo& tensor);
 inline constexpr uint64_t kMaxFoldedElements = uint64_t{1} << 22;
 /// A matrix is thin when its long side is more than this many times its short side.
 inline constexpr uint64_t kThinRatio = 8;
+/// Only matrices whose short side is at most this many elements are folded: a wider one (an
+/// embedding [vocab, dim]) has rows that mean something and stays as stored, opened at a
+/// readable width instead.
+inline constexpr uint64_t kMaxFoldedShortSide = 16;
 
 /// How the viewer displays a tensor: rows x cols of its row-major elements.
 struct DisplayView {
@@ -33,8 +37,9 @@ struct DisplayView {
   std::string rule = "as stored";  ///< in words: "4 consecutive rows side by side", "each row wrapped into rows of 48"
 };
 
-/// The display view. A contiguous tensor of at most kMaxFoldedElements whose matrix view is thin is
-/// folded: reshaped to [R', C'] with C' a whole number of dtype blocks and either C' = k·cols (k
+/// The display view. A contiguous tensor of at most kMaxFoldedElements whose matrix view is thin
+/// with a short side of at most kMaxFoldedShortSide elements (vectors, LoRA factors, conv kernels
+/// seen as [out·in·kh, kw]) is folded: reshaped to [R', C'] with C' a whole number of dtype blocks and either C' = k·cols (k
 /// consecutive rows side by side) or cols = k·C' (each row wrapped into k display rows). A C' that
 /// is a product of trailing dims and leaves the view no longer thin is preferred (a conv
 /// [64, 32, 3, 3] shows as [64, 288]); otherwise the candidate nearest square (width >= height on

@@ -61,12 +61,14 @@ try {
     return [...c.getContext('2d').getImageData(Math.round((x - r.left) * ratio), Math.round((y - r.top) * ratio), 1, 1).data];
   }, nanCell);
   check(pixel[0] === 255 && pixel[1] === 0 && pixel[2] === 255, `the cell of the tensor holding NaN is magenta under "NaN/Inf present" (${pixel})`);
-  check(page.url().includes('ostat=nonfinite'), 'the overview statistic is part of the URL');
+  await page.waitForFunction(() => location.search.includes('ostat=nonfinite'));
+  check(true, 'the overview statistic is part of the URL');
   await page.selectOption('#overview-stat', 'dtype');
   await page.waitForSelector('.legend');
   check((await page.textContent('.legend')).includes('BF16'), 'storage types are coloured with a legend');
   await page.selectOption('#overview-stat', 'std');
-  check(await page.$('.role-lines canvas') !== null, 'a line chart follows each role across blocks');
+  await page.waitForSelector('.role-lines canvas');
+  check(true, 'a line chart follows each role across blocks');
 
   // Export: the overview's CSV equals /api/tensors.
   const csvDownload = page.waitForEvent('download');
@@ -87,6 +89,8 @@ try {
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => window.__tm.tensorInfo && window.__tm.tensorInfo.name === 'model.layers.0.self_attn.q_proj.weight');
   await page.fill('#search', '');
+  await page.keyboard.press('Escape');
+  check(await page.evaluate(() => document.activeElement.id) !== 'search', 'Escape leaves the search');
   await page.keyboard.press('j');
   await page.waitForFunction(() => new URLSearchParams(location.search).get('tensor') === 'model.layers.0.self_attn.k_proj.weight');
   check(true, '"j" opens the next tensor of its block');
@@ -161,6 +165,7 @@ try {
 
   // No layout shift while the tiles of a new tensor stream in.
   await page.evaluate(() => { window.__shift = 0; new PerformanceObserver((l) => { for (const e of l.getEntries()) if (!e.hadRecentInput) window.__shift += e.value; }).observe({ type: 'layout-shift', buffered: false }); });
+  await page.fill('#search', 'layers 1 gate');
   await page.click('.tensor[data-name="model.layers.1.mlp.gate_proj.weight"]');
   await heatmapLoaded(page);
   await page.waitForTimeout(500);

@@ -76,6 +76,7 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
   const osdRef = useRef(null), overlayRef = useRef(null), topRef = useRef(null), leftRef = useRef(null), rightRef = useRef(null), bottomRef = useRef(null);
   const viewerRef = useRef(null), valuesRef = useRef({ data: null, wanted: '', timer: 0 }), infoRef = useRef(info), stripsRef = useRef(strips);
   const [hover, setHover] = useState(null);
+  const hoverTimer = useRef(0);
   infoRef.current = info;
   stripsRef.current = strips;
 
@@ -92,6 +93,7 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
   // Values drawn as text in magnified cells: fetched (tm.decode@1) for at most 64 x 64 visible elements.
   const visibleCells = () => {
     const v = viewerRef.current, i = infoRef.current;
+    if (!v || !i) return null;
     const ppe = i.zoom.pixels_per_element, cell = H.cellPixels(v, ppe);
     if (cell < kMinCellPixels) return null;
     const r = H.visibleRange(v, ppe, i.view.rows, i.view.cols);
@@ -169,7 +171,13 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
     });
     window.__tm = { ...(window.__tm || {}), viewer: v, OpenSeadragon: H.OpenSeadragon };
     onViewer(v);
-    return () => { cancelAnimationFrame(frame); v.destroy(); viewerRef.current = null; };
+    return () => {
+      cancelAnimationFrame(frame);
+      clearTimeout(valuesRef.current.timer);
+      clearTimeout(hoverTimer.current);
+      viewerRef.current = null;
+      v.destroy();
+    };
   }, []);
 
   useEffect(() => {
@@ -179,8 +187,8 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
     setHover(null);
     const id = ckptId, index = info.index;
     const source = H.tileSource(info.zoom, (l, x, y) => `/api/tile/${id}/${index}/${l}/${x}/${y}.png?${tileQuery}`, onTileError);
-    const at = S.viewport.value;
-    H.openAt(v, source, at && S.tensorName.value === info.name ? at : null);
+    const at = S.viewport.value, restore = at && S.tensorName.value === info.name ? at : null;
+    H.openAt(v, source, restore, restore ? null : H.readableStart(info.view.rows, info.view.cols, info.zoom.pixels_per_element));
     window.__tm.pixelsPerElement = info.zoom.pixels_per_element;
     window.__tm.tensorInfo = info;
   }, [info, tileQuery]);
@@ -198,7 +206,6 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
     }
   }), []);
 
-  const hoverTimer = useRef(0);
   const onMove = (position) => {
     const v = viewerRef.current, i = infoRef.current;
     if (!v || !i) return;

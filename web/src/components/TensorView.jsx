@@ -29,7 +29,12 @@ function ColorBar({ scale, palette, lo, hi }) {
 
 function RangeInputs({ lo, hi, onChange }) {
   const [a, setA] = useState(String(lo)), [b, setB] = useState(String(hi));
-  useEffect(() => { setA(String(lo)); setB(String(hi)); }, [lo, hi]);
+  // A field being edited keeps what the user typed; the other follows the range.
+  useEffect(() => {
+    const editing = document.activeElement && document.activeElement.id;
+    if (editing !== 'lo') setA(String(lo));
+    if (editing !== 'hi') setB(String(hi));
+  }, [lo, hi]);
   const commit = () => {
     const x = Number(a), y = Number(b);
     if (Number.isFinite(x) && Number.isFinite(y) && x < y) onChange(x, y); else { setA(String(lo)); setB(String(hi)); }

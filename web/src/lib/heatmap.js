@@ -53,13 +53,27 @@ export function tileSource(zoom, urlOf, onError) {
   };
 }
 
-/** Opens `source` in `viewer` and, once open, restores a zoom and centre when given. */
-export function openAt(viewer, source, at) {
-  if (at) viewer.addOnceHandler('open', () => {
-    viewer.viewport.zoomTo(at.zoom, null, true);
-    viewer.viewport.panTo(new OpenSeadragon.Point(at.cx, at.cy), true);
+/** Opens `source` in `viewer` and, once open, restores a zoom and centre when given, else shows
+ *  `start` (an image rectangle {x, y, width, height}) when given, else the whole image. */
+export function openAt(viewer, source, at, start) {
+  if (at || start) viewer.addOnceHandler('open', () => {
+    const vp = viewer.viewport;
+    if (at) {
+      vp.zoomTo(at.zoom, null, true);
+      vp.panTo(new OpenSeadragon.Point(at.cx, at.cy), true);
+    } else {
+      vp.fitBounds(vp.imageToViewportRectangle(start.x, start.y, start.width, start.height), true);
+    }
   });
   viewer.open(source);
+}
+
+/** The first view of a long matrix: its start, at most `ratio` times longer than wide, so that
+ *  its rows stay readable (the whole of it is a "fit" away); null for other shapes. */
+export function readableStart(rows, cols, pixelsPerElement, ratio = 8) {
+  if (rows > ratio * cols) return { x: 0, y: 0, width: cols * pixelsPerElement, height: ratio * cols * pixelsPerElement };
+  if (cols > ratio * rows) return { x: 0, y: 0, width: ratio * rows * pixelsPerElement, height: rows * pixelsPerElement };
+  return null;
 }
 
 /** The viewer's zoom and centre now. */
@@ -111,8 +125,10 @@ export function zoomToElements(viewer, row, col, rows, cols, pixelsPerElement, o
   }
   if (rows === 1 && cols === 1) {
     const center = new OpenSeadragon.Point(rect.x + rect.width / 2, rect.y + rect.height / 2);
-    vp.zoomTo(vp.imageToViewportZoom(1.0), center, false);
+    // Pan first, then zoom about the centre: a zoom about a reference point would hold that point
+    // where it is on screen for the whole animation instead of bringing it to the middle.
     vp.panTo(center, false);
+    vp.zoomTo(vp.imageToViewportZoom(1.0), null, false);
   } else {
     vp.fitBoundsWithConstraints(rect, false);
   }
