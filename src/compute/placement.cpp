@@ -15,6 +15,7 @@ const char* placement_reason_name(PlacementReason reason) {
 nlohmann::ordered_json PlacementRecord::to_json() const {
   nlohmann::ordered_json j = {{"sequence", sequence},
                               {"op", op},
+                              {"tensor", tensor},
                               {"dtype", dtype},
                               {"shape", shape},
                               {"backend", backend},

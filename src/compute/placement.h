@@ -33,6 +33,7 @@ struct CandidateVerdict {
 struct PlacementRecord {
   uint64_t sequence = 0;
   std::string op;
+  std::string tensor;         ///< the tensor the operation served ("" when none)
   std::string dtype;
   std::string shape;
   std::string backend;

@@ -214,7 +214,10 @@ Result<IndexReport> update_index(compute::Scheduler& scheduler, const Checkpoint
                                          &value_histogram);
     progress.bytes_done = before + t.nbytes;
     progress.tensors_done++;
-    for (const auto& r : records) report.ops_per_backend[r.backend]++;
+    for (auto& r : records) {
+      report.ops_per_backend[r.backend]++;
+      if (r.tensor.empty()) r.tensor = t.name;
+    }
     if (options.records) options.records->insert(options.records->end(), records.begin(), records.end());
     if (!level0.ok()) {
       // One unreadable tensor (e.g. a truncated shard) does not sink the whole index.

@@ -38,6 +38,8 @@ class ApiContext {
   void register_compute_routes(httplib::Server& http);
   /// The Compare mode's routes (api_compare.cpp).
   void register_compare_routes(httplib::Server& http);
+  /// A checkpoint's format facts and metadata, long arrays paged (api_metadata.cpp).
+  void register_metadata_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.
   void note_consent_request(nlohmann::ordered_json request);
 
