@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +122,157 @@ TEST_F(DemoCheckpoint, GgufTwinComparesAsAFaithfulConversion) {
     EXPECT_GT(t["cosine"].get<double>(), 0.99) << t["a"];
     EXPECT_LT(t["rel_fro"].get<double>(), 0.15) << t["a"];
   }
+}
+
+// The lines of `text` that begin with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+    at = end + 1;
+  }
+  return lines;
+}
+
+TEST_F(DemoCheckpoint, StatsTableListsNonFiniteTensorsFirstWhateverTheSort) {
+  const std::string planted = "model.layers.2.mlp.down_proj.weight";  // the demo's NaN and +Inf
+  for (const char* sort : {"absmax", "name", "file", "zeros"}) {
+    SCOPED_TRACE(sort);
+    auto r = run_cli({"stats", demo(), "--sort", sort});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto header = r.out.find("name ");
+    ASSERT_NE(header, std::string::npos) << r.out;
+    const auto first_row = r.out.find('\n', header) + 1;
+    EXPECT_EQ(r.out.compare(first_row, planted.size(), planted), 0) << r.out;
+    EXPECT_NE(r.out.find("1 of 38 tensors holds NaN/Inf (listed first): " + planted + " (1 NaN, 1 +Inf)"),
+              std::string::npos)
+        << r.out;
+  }
+  // Counts are exact: 384 x 1024 elements, not "393.22K"; zeros as a count, not a percentage.
+  auto r = run_cli({"stats", demo(), "--tensor", planted});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("393,216"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('%'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("K "), std::string::npos) << r.out;
+  // JSON keeps the order asked for and names the tensors holding NaN/Inf.
+  auto j = run_cli({"stats", demo(), "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["tensors"][0]["name"], "model.embed_tokens.weight");
+  EXPECT_EQ(parsed["nonfinite_tensors"], nlohmann::json::array({planted}));
+}
+
+TEST_F(DemoCheckpoint, StatsExplainOnACurrentIndexSaysNoOperationRan) {
+  ASSERT_EQ(run_cli({"index", demo()}).exit_code, 0);
+  auto r = run_cli({"stats", demo(), "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("all 38 tensors from the index (no operation ran)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("model.safetensors.index.tmindex: read (up to date)"), std::string::npos) << r.err;
+}
+
+TEST_F(DemoCheckpoint, InfoOnAnIndexSaysWhatItIs) {
+  ASSERT_EQ(run_cli({"index", demo()}).exit_code, 0);
+  const std::string sidecar = demo() + "/model.safetensors.index.tmindex";
+  auto r = run_cli({"info", sidecar});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("a Tensormorph index"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoint  " + demo() + "/model.safetensors.index.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tile        256"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensors     38"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("state       current"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("/L0"), std::string::npos) << "not listed as a checkpoint of pyramid tensors:\n" << r.out;
+  auto j = run_cli({"info", sidecar, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["schema"], "tensormorph.index_info/1");
+  EXPECT_EQ(parsed["tensors"], 38);
+  EXPECT_EQ(parsed["files"].size(), 2u);
+  EXPECT_TRUE(parsed["current"]);
+}
+
+TEST_F(DemoCheckpoint, ExportSuggestsCloseNamesForAMisspeltTensor) {
+  auto r = run_cli({"export", demo(), "--tensor", "model.layers.0.self_attn.q_prj.weight"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("close names: 'model.layers.0.self_attn.q_proj.weight'"), std::string::npos) << r.err;
+  auto far = run_cli({"export", demo(), "--tensor", "zzzzzzzz"});
+  EXPECT_EQ(far.exit_code, 1);
+  EXPECT_NE(far.err.find("none of its 38 tensor names is close"), std::string::npos) << far.err;
+}
+
+TEST_F(DemoCheckpoint, ExportIntoAMissingDirectoryNamesIt) {
+  TempDir out;
+  const auto missing = out / "no" / "such";
+  auto r = run_cli({"export", demo(), "--tensor", "model.norm.weight", "-o", (missing / "w.npy").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the directory " + missing.string() + " does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(".tmp."), std::string::npos) << "no temporary file's name:\n" << r.err;
+}
+
+TEST_F(DemoCheckpoint, StatsGlobMatchingNothingFailsAtOnceWithCloseNames) {
+  auto r = run_cli({"stats", demo(), "--tensor", "*layers.2.mlp.dwn_proj*"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no tensor matches the given --tensor patterns ('*layers.2.mlp.dwn_proj*')"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("'model.layers.2.mlp.down_proj.weight'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("indexing"), std::string::npos) << r.err;
+}
+
+TEST(Cli, GgufInfoShowsFormatFactsWithTheFileTypeDecoded) {
+  const auto q4 = testing::testdata_dir() / "gguf-ref/stories260K-Q4_K_M.gguf";
+  auto r = run_cli({"info", q4.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, nlohmann::json> facts;
+  for (const auto& f : j["facts"]) facts[f["key"]] = f["value"];
+  EXPECT_EQ(facts["gguf.version"], 3);
+  EXPECT_EQ(facts["gguf.alignment"], 32);
+  EXPECT_EQ(facts["gguf.file_type"], "MOSTLY_Q4_K_M (15)");
+  // Bits per weight: the stored bytes of every tensor, times 8, over their elements.
+  uint64_t bytes = 0, elements = 0;
+  for (const auto& t : j["tensors"]) {
+    bytes += t["bytes"].get<uint64_t>();
+    elements += t["parameters"].get<uint64_t>();
+  }
+  EXPECT_NEAR(facts["bits_per_weight"].get<double>(), 8.0 * static_cast<double>(bytes) / static_cast<double>(elements),
+              0.0005);
+  EXPECT_EQ(facts["bits_per_weight.F32"], 32.0);
+  auto text = run_cli({"info", q4.string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("gguf.file_type"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("MOSTLY_Q4_K_M (15)"), std::string::npos) << text.out;
+
+  // Where the tensor data starts, as MANIFEST.md's independent parser read it.
+  const auto ollama_file = testing::testdata_dir() / "real/ollama_llama-2-tiny-random.gguf";
+  auto ollama = run_cli({"info", ollama_file.string(), "--json"});
+  ASSERT_EQ(ollama.exit_code, 0) << ollama.err;
+  bool found = false;
+  const auto ollama_info = nlohmann::json::parse(ollama.out);
+  for (const auto& f : ollama_info["facts"]) {
+    if (f["key"] == "gguf.data_offset") found = f["value"] == 724416;
+  }
+  EXPECT_TRUE(found) << ollama.out;
+}
+
+TEST(Cli, BackendsNamesEachDtypeSetOnceInAnAlignedTable) {
+  auto r = run_cli({"backends"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto headers = lines_starting(r.out, "  operation ");
+  ASSERT_FALSE(headers.empty()) << r.out;
+  const size_t bitwise_column = headers[0].find("bitwise");
+  const size_t partial_column = headers[0].find("partial");
+  for (const std::string& row : lines_starting(r.out, "  tm.")) {
+    // Each cell starts under its heading: the cell before ends in two spaces.
+    EXPECT_EQ(row.substr(bitwise_column - 2, 2), "  ") << row;
+    EXPECT_NE(row[bitwise_column], ' ') << row;
+    EXPECT_NE(row[partial_column], ' ') << row;
+    EXPECT_LT(row.size(), 80u) << "a dtype list inside the table:\n" << row;
+  }
+  EXPECT_EQ(r.out.find("dtype sets"), r.out.rfind("dtype sets")) << r.out;
+  EXPECT_NE(r.out.find("dtype sets"), std::string::npos) << r.out;
 }
 
 TEST_F(DemoCheckpoint, DemoIsDeterministic) {

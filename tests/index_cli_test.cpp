@@ -588,5 +588,111 @@ TEST(IndexCli, ExportWritesThroughFifosLinksAndDevicesWithoutReplacingThem) {
   EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
 }
 
+// ---------------------------------------------------------------------------------------------
+// What the commands say about the index and their progress.
+
+TEST(IndexCli, ProgressDrawsTheFinalLineOnceAndExplainNamesEachTensor) {
+  TempDir dir;
+  std::mt19937_64 rng(21);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file,
+                        {{"first", {64, 80}, random_values(rng, 64 * 80)}, {"second", {300}, random_values(rng, 300)}});
+  auto r = run_cli({"index", file.string(), "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t complete = 0;
+  for (size_t at = r.err.find("100.0%"); at != std::string::npos; at = r.err.find("100.0%", at + 1)) ++complete;
+  EXPECT_EQ(complete, 1u) << r.err;
+  // The placements table has a tensor column naming what each operation served.
+  const auto table = r.out.find("\nplacements (");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  tensor ", table), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  first ", table), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  second ", table), std::string::npos) << r.out;
+  // Run again: nothing to do, and --explain says so instead of printing an empty table.
+  r = run_cli({"index", file.string(), "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("placements: none: 2 tensors current in the index (no operation ran)"), std::string::npos)
+      << r.out;
+}
+
+TEST(IndexCli, StatsSaysWhereItWroteAndReadTheIndex) {
+  TempDir dir;
+  std::mt19937_64 rng(22);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"w", {16, 16}, random_values(rng, 256)}});
+  const fs::path sidecar = dir / "model.safetensors.tmindex";
+  auto r = run_cli({"stats", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tensormorph: index " + sidecar.string() + ": written (1 of 1 tensors indexed now, 0 reused)"),
+            std::string::npos)
+      << r.err;
+  r = run_cli({"stats", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tensormorph: index " + sidecar.string() + ": read (up to date)"), std::string::npos) << r.err;
+  // One line: nothing else about the index on stderr.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(IndexCli, StatsPatternsMatchingNothingFailBeforeAnyIndexIsBuilt) {
+  TempDir dir;
+  std::mt19937_64 rng(23);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"encoder.weight", {16, 16}, random_values(rng, 256)}});
+  auto r = run_cli({"stats", file.string(), "--tensor", "nomatch*"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no tensor matches the given --tensor patterns ('nomatch*')"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "model.safetensors.tmindex")) << "the index was built before the patterns were checked";
+  // The same rule and message as the other commands that take --tensor.
+  auto o = run_cli({"outliers", file.string(), "--tensor", "encodr.*"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("close names: 'encoder.weight'"), std::string::npos) << o.err;
+}
+
+TEST(IndexCli, InfoOnAnIndexSaysWhenItsCheckpointChanged) {
+  TempDir dir;
+  std::mt19937_64 rng(24);
+  const fs::path file = dir / "model.safetensors";
+  write_f32_safetensors(file, {{"w", {16, 16}, random_values(rng, 256)}});
+  ASSERT_EQ(run_cli({"index", file.string()}).exit_code, 0);
+  const std::string sidecar = file.string() + ".tmindex";
+  auto r = run_cli({"info", sidecar, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpoint"], file.string());
+  EXPECT_EQ(j["tile"], 256);
+  EXPECT_TRUE(j["current"]);
+  // Same size, other values: the header hash no longer matches.
+  write_f32_safetensors(file, {{"w", {16, 16}, random_values(rng, 256)}});
+  r = run_cli({"info", sidecar, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["current"]);
+  EXPECT_NE(j["files"][0]["state"].get<std::string>().find("changed since it was indexed"), std::string::npos) << j;
+  auto text = run_cli({"info", sidecar});
+  EXPECT_NE(text.out.find("state       stale"), std::string::npos) << text.out;
+  fs::remove(file);
+  r = run_cli({"info", sidecar, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["files"][0]["state"], "missing");
+}
+
+TEST(IndexCli, InfoOnAnIndexFromAnOlderVersionSaysItIsStale) {
+  // An index kept beside a real checkpoint in the read-only test data, written before value
+  // histograms were kept: the next build counts them, so it is not current whatever the file times.
+  const fs::path sidecar = testing::testdata_dir() / "real/dfdx_mnist.safetensors.tmindex";
+  auto r = run_cli({"info", sidecar.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["checkpoint"], (testing::testdata_dir() / "real/dfdx_mnist.safetensors").string());
+  EXPECT_EQ(j["tensors"], 8);  // MANIFEST.md: 8 F32 tensors
+  EXPECT_EQ(j["tensors_with_histogram"], 0);
+  EXPECT_FALSE(j["current"]);
+  ASSERT_EQ(j["files"].size(), 1u);
+  EXPECT_EQ(fs::path(j["files"][0]["path"].get<std::string>()).filename(), "dfdx_mnist.safetensors");
+  auto text = run_cli({"info", sidecar.string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("state       stale"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace tensormorph

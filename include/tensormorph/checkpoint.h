@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,13 +59,24 @@ struct MetadataEntry {
   nlohmann::ordered_json value;  ///< the value (arrays nest)
 };
 
+/// A fact about how a checkpoint is stored, recorded by its reader (GGUF version, alignment, data
+/// offset and file type; a safetensors file's header size; a PyTorch archive's pickle entry).
+struct FormatFact {
+  std::string key;               ///< stable name: "gguf.version", "safetensors.header_bytes", ...
+  nlohmann::ordered_json value;  ///< a number, or a string ("MOSTLY_Q4_K_M (15)")
+  std::optional<uint32_t> file;  ///< index into Checkpoint::files() when the fact is about one file
+
+  /// {"key", "value"[, "file"]}: the form `info --json` and the viewer's /api/metadata give.
+  nlohmann::ordered_json to_json() const;
+};
+
 /// An opened checkpoint. Opening reads headers only; tensor bytes are mapped on first access.
 class Checkpoint {
  public:
   /// Assembles a checkpoint; used by the format readers. Tensor names must be unique.
   Checkpoint(CheckpointFormat format, std::filesystem::path path, std::vector<SourceFile> files,
              std::vector<TensorInfo> tensors, std::vector<MetadataEntry> metadata,
-             std::vector<std::string> notes);
+             std::vector<std::string> notes, std::vector<FormatFact> facts = {});
 
   /// Format it was read from.
   CheckpointFormat format() const { return format_; }
@@ -77,6 +90,8 @@ class Checkpoint {
   const TensorInfo* find(std::string_view name) const;
   /// Format-level metadata in file order.
   std::span<const MetadataEntry> metadata() const { return metadata_; }
+  /// How the reader found the checkpoint stored (see format_facts for the complete list).
+  std::span<const FormatFact> facts() const { return facts_; }
   /// Things the reader noticed but tolerated (e.g. pickle globals recorded, not imported).
   std::span<const std::string> notes() const { return notes_; }
 
@@ -97,8 +112,31 @@ class Checkpoint {
   std::unordered_map<std::string_view, size_t> by_name_;
   std::vector<MetadataEntry> metadata_;
   std::vector<std::string> notes_;
+  std::vector<FormatFact> facts_;
   mutable std::mutex map_mutex_;
   mutable std::vector<std::shared_ptr<const MappedFile>> maps_;
 };
+
+/// Stored size per element of a set of tensors.
+struct WeightBits {
+  uint64_t elements = 0;  ///< elements of the tensors counted
+  uint64_t bytes = 0;     ///< bytes they occupy as stored
+  /// 8 * bytes / elements (0 without elements): 16 for BF16, 4.5 for Q4_K.
+  double bits_per_weight() const;
+};
+
+/// Bits per weight of a checkpoint: every tensor together and each dtype apart.
+struct BitsPerWeight {
+  WeightBits total;                                   ///< every tensor
+  std::vector<std::pair<DType, WeightBits>> by_dtype; ///< one entry per dtype present, in dtype order
+};
+
+/// Adds up every tensor's stored bytes and elements.
+BitsPerWeight bits_per_weight(const Checkpoint& checkpoint);
+
+/// Everything `info` and the viewer show about how `checkpoint` is stored, in one list: each file
+/// ("file.path", "file.bytes"), the reader's facts, then "bits_per_weight" and one
+/// "bits_per_weight.<DTYPE>" per dtype.
+std::vector<FormatFact> format_facts(const Checkpoint& checkpoint);
 
 }  // namespace tensormorph

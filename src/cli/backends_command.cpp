@@ -1,4 +1,5 @@
 // `tensormorph backends`: every backend found, its device traits and its capability matrix.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -61,6 +62,90 @@ nlohmann::ordered_json capability_json(const compute::Backend& b, const compute:
   return caps;
 }
 
+// Which dtypes one backend serves an operation for, in three classes.
+struct OpSupport {
+  std::string op;
+  std::vector<DType> bitwise, partial, bounded;
+};
+
+std::vector<OpSupport> support_of(const compute::Backend& b, const compute::OpRegistry& registry) {
+  std::vector<OpSupport> rows;
+  for (const auto& [id, def] : registry.all()) {
+    OpSupport row{id, {}, {}, {}};
+    for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+      const DType dtype = static_cast<DType>(d);
+      auto s = b.query(id, to_abi_dtype(dtype), TM_SHAPE_MATRIX);
+      if (!s.ok() || s->level == TM_SUPPORT_NONE) continue;
+      if (s->exactness != TM_EXACT_BITWISE) row.bounded.push_back(dtype);
+      else if (s->level == TM_SUPPORT_PARTIAL) row.partial.push_back(dtype);
+      else row.bitwise.push_back(dtype);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The dtype sets the tables refer to, each listed once: "all" for every dtype, else a letter.
+class DtypeSets {
+ public:
+  std::string label(const std::vector<DType>& set) {
+    if (set.empty()) return "-";
+    if (set.size() == static_cast<size_t>(DType::kCount)) return "all";
+    for (size_t i = 0; i < sets_.size(); ++i) {
+      if (sets_[i] == set) return name(i);
+    }
+    sets_.push_back(set);
+    return name(sets_.size() - 1);
+  }
+  void print() const {
+    std::cout << "\ndtype sets (\"all\": every one of the " << static_cast<int>(DType::kCount)
+              << " dtypes; \"-\": none)\n";
+    for (size_t i = 0; i < sets_.size(); ++i) {
+      // A set of most dtypes reads better as what it lacks.
+      std::vector<DType> lacking;
+      for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
+        if (std::find(sets_[i].begin(), sets_[i].end(), static_cast<DType>(d)) == sets_[i].end()) {
+          lacking.push_back(static_cast<DType>(d));
+        }
+      }
+      const bool by_complement = lacking.size() < sets_[i].size();
+      std::string label = name(i);
+      label.resize(std::max<size_t>(label.size(), 3), ' ');
+      std::cout << wrapped("  " + label + " " + (by_complement ? "all but " : ""),
+                           by_complement ? lacking : sets_[i])
+                << "  (" << sets_[i].size() << ")\n";
+    }
+  }
+
+ private:
+  // `lead` then the dtype names, wrapped at 100 columns under the first name.
+  static std::string wrapped(const std::string& lead, const std::vector<DType>& dtypes) {
+    const size_t indent = lead.size() - (lead.ends_with("all but ") ? 8 : 0);
+    std::string text = lead;
+    size_t width = lead.size();
+    for (size_t k = 0; k < dtypes.size(); ++k) {
+      const std::string_view dtype = dtype_name(dtypes[k]);
+      if (k > 0 && width + dtype.size() + 1 > 100) {
+        text += "\n" + std::string(indent, ' ');
+        width = indent;
+      } else if (k > 0) {
+        text += ' ';
+        width += 1;
+      }
+      text += dtype;
+      width += dtype.size();
+    }
+    return text;
+  }
+
+  static std::string name(size_t i) {
+    std::string n(1, static_cast<char>('A' + i % 26));
+    if (i >= 26) n += std::to_string(i / 26);
+    return n;
+  }
+  std::vector<std::vector<DType>> sets_;
+};
+
 void print_text(engine::ComputeSession& session) {
   std::cout << "backends\n";
   for (const auto& r : session.load_reports()) {
@@ -68,6 +153,7 @@ void print_text(engine::ComputeSession& session) {
               << (r.builtin ? "built-in" : "plugin " + r.library_path) << "  "
               << (r.available ? "available" : "unavailable") << (r.detail.empty() ? "" : ": " + r.detail) << "\n";
   }
+  DtypeSets sets;
   for (const auto& b : session.backends()) {
     const TM_DeviceTraits& t = b->traits();
     std::printf("\n%s  (%s)\n", b->name().c_str(), t.device_name);
@@ -78,23 +164,17 @@ void print_text(engine::ComputeSession& session) {
                   t.bandwidth_measured ? "measured" : "declared");
     }
     std::printf("\n");
-    for (const auto& [id, def] : session.registry().all()) {
-      std::string full, partial, bounded, none;
-      for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-        const DType dtype = static_cast<DType>(d);
-        auto s = b->query(id, to_abi_dtype(dtype), TM_SHAPE_MATRIX);
-        std::string name(dtype_name(dtype));
-        if (!s.ok() || s->level == TM_SUPPORT_NONE) none += " " + name;
-        else if (s->exactness != TM_EXACT_BITWISE) bounded += " " + name;
-        else if (s->level == TM_SUPPORT_PARTIAL) partial += " " + name;
-        else full += " " + name;
-      }
-      std::printf("  %-18s bitwise:%s\n", id.c_str(), full.empty() ? " (none)" : full.c_str());
-      if (!partial.empty()) std::printf("  %-18s partial:%s\n", "", partial.c_str());
-      if (!bounded.empty()) std::printf("  %-18s bounded/approximate:%s\n", "", bounded.c_str());
+    const std::vector<OpSupport> rows = support_of(*b, session.registry());
+    int op_width = 9;
+    for (const auto& row : rows) op_width = std::max(op_width, static_cast<int>(row.op.size()));
+    std::printf("  %-*s  %-8s  %-8s  %s\n", op_width, "operation", "bitwise", "partial", "bounded/approximate");
+    for (const auto& row : rows) {
+      std::printf("  %-*s  %-8s  %-8s  %s\n", op_width, row.op.c_str(), sets.label(row.bitwise).c_str(),
+                  sets.label(row.partial).c_str(), sets.label(row.bounded).c_str());
     }
   }
   std::fflush(stdout);
+  sets.print();
   std::cout << "\nconstraints: " << session.scheduler().constraints().to_string() << "\n";
 }
 

@@ -56,6 +56,10 @@ Command add_demo_command(CLI::App& app);
 /// `tensormorph serve PATH... [--host H] [--port N]`.
 Command add_serve_command(CLI::App& app);
 
+/// `info` on an index file: which checkpoint it indexes, its tile size and tensors, and whether
+/// each source file is still as it was indexed (text, or JSON schema tensormorph.index_info/1).
+int print_index_info(const std::filesystem::path& path, bool json);
+
 /// Opens a checkpoint for a command, printing the error when it fails; nullptr then.
 std::unique_ptr<Checkpoint> open_or_report(const std::string& path);
 
@@ -102,6 +106,10 @@ struct IndexedCheckpoint {
 
 /// Builds or refreshes the index with a progress display (Ctrl-C saves what is done).
 Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Checkpoint& ckpt, const IndexRequest& request);
+
+/// Says on stderr, in one line, where the index of a command's checkpoint is and whether the
+/// command read it as it was or wrote it (a sidecar appears beside the checkpoint: the user is told).
+void note_index(const index::IndexReport& report);
 
 /// True when `t`'s name matches one of the shell globs (every tensor when there is none).
 bool tensor_selected(const TensorInfo& t, const std::vector<std::string>& globs);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/name_suggestions.h"
 #include "cli/progress.h"
 #include "core/printable.h"
 #include "tensormorph/open.h"
@@ -25,7 +26,18 @@ std::optional<std::vector<const TensorInfo*>> select_tensors_or_report(const Che
     if (tensor_selected(t, globs)) tensors.push_back(&t);
   }
   if (tensors.empty() && !globs.empty()) {
-    print_error(ckpt.path().string() + ": no tensor matches the given --tensor patterns");
+    std::string patterns, close;
+    std::vector<std::string> suggested;
+    for (const std::string& g : globs) {
+      patterns += (patterns.empty() ? "" : ", ") + quoted_name(g);
+      for (std::string& name : closest_tensor_names(ckpt, g)) {
+        if (suggested.size() < 5 && std::find(suggested.begin(), suggested.end(), name) == suggested.end()) {
+          suggested.push_back(std::move(name));
+        }
+      }
+    }
+    print_error(ckpt.path().string() + ": no tensor matches the given --tensor patterns (" + patterns + ")" +
+                close_names_text(suggested, ckpt.tensors().size()));
     return std::nullopt;
   }
   return tensors;
@@ -100,18 +112,28 @@ std::unique_ptr<engine::ComputeSession> open_session_or_report(const ComputeOpti
 
 void print_placements(std::ostream& out, const engine::Records& records) {
   out << "\nplacements (" << records.size() << " operations)\n";
-  // The tensor column is as wide as the longest name (within reason: longer ones push the row on).
-  int tensor_width = 6;
-  for (const auto& r : records) tensor_width = std::max(tensor_width, static_cast<int>(std::min<size_t>(r.tensor.size(), 48)));
-  char line[512];
-  std::snprintf(line, sizeof line, "  %-16s %-*s %-8s %-10s %-10s %10s %10s %12s  ", "operation", tensor_width, "tensor",
-                "dtype", "backend", "exactness", "est ms", "meas ms", "bytes moved");
-  out << line << "why\n";
+  // The tensor each operation served, when the records say: a column as wide as the longest name.
+  constexpr size_t kMaxTensor = 48;
+  size_t tensor_width = 0;
+  for (const auto& r : records) tensor_width = std::max(tensor_width, printable(r.tensor, kMaxTensor).size());
+  if (tensor_width > 0) tensor_width = std::max<size_t>(tensor_width, 6);
+  auto tensor_cell = [&](const std::string& text) {
+    if (tensor_width == 0) return std::string();
+    std::string cell = text;
+    cell.resize(std::max(cell.size(), tensor_width), ' ');
+    return cell + " ";
+  };
+  char line[768];
+  std::snprintf(line, sizeof line, "  %s%-16s %-8s %-10s %-10s %10s %10s %12s  %s\n", tensor_cell("tensor").c_str(),
+                "operation", "dtype", "backend", "exactness", "est ms", "meas ms", "bytes moved", "why");
+  out << line;
   for (const auto& r : records) {
-    std::snprintf(line, sizeof line, "  %-16s %-*s %-8s %-10s %-10s %10.3f %10.3f %12llu  ", r.op.c_str(), tensor_width,
-                  r.tensor.c_str(), r.dtype.c_str(), r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6,
-                  r.measured_ns / 1e6, static_cast<unsigned long long>(r.bytes_moved));
-    out << line << compute::placement_reason_name(r.reason) << ": " << r.reason_detail << "\n";
+    std::snprintf(line, sizeof line, "  %s%-16s %-8s %-10s %-10s %10.3f %10.3f %12llu  %s: %s\n",
+                  tensor_cell(printable(r.tensor, kMaxTensor)).c_str(), r.op.c_str(), r.dtype.c_str(),
+                  r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6, r.measured_ns / 1e6,
+                  static_cast<unsigned long long>(r.bytes_moved), compute::placement_reason_name(r.reason),
+                  r.reason_detail.c_str());
+    out << line;
   }
 }
 

@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "cli/commands.h"
+#include "cli/name_suggestions.h"
+#include "core/atomic_file.h"
 #include "core/printable.h"
 #include "engine/matrix_shape.h"
 #include "formats/npy/npy.h"
@@ -136,13 +138,19 @@ Command add_export_command(CLI::App& app) {
             if (!ckpt) return static_cast<int>(kExitUserError);
             const TensorInfo* t = ckpt->find(opt->tensor);
             if (t == nullptr) {
-              print_error(ckpt->path().string() + ": no tensor named " + quoted_name(opt->tensor));
+              print_error(ckpt->path().string() + ": no tensor named " + quoted_name(opt->tensor) +
+                          close_names_text(closest_tensor_names(*ckpt, opt->tensor), ckpt->tensors().size()));
               return static_cast<int>(kExitUserError);
             }
             const std::string where =
                 ckpt->files()[t->file].path.string() + ": tensor " + quoted_name(t->name) + " at offset " +
                 std::to_string(t->offset);
             std::string out = opt->output.empty() ? default_output(t->name) : opt->output;
+            // Before any decoding: a mistyped directory fails at once, not after minutes of work.
+            if (Status writable = check_output_directory(out); !writable.ok()) {
+              print_error(writable.message());
+              return static_cast<int>(kExitUserError);
+            }
             if (opt->dtype == "stored") {
               const auto descr = numpy_descr(t->dtype);
               if (!descr) {

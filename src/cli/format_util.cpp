@@ -55,6 +55,16 @@ std::string human_count(uint64_t count) {
   return buf;
 }
 
+std::string grouped_count(uint64_t count) {
+  const std::string digits = std::to_string(count);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 std::string format_double(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";

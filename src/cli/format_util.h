@@ -12,6 +12,8 @@ namespace tensormorph::cli {
 std::string human_bytes(uint64_t bytes);
 /// "8.71M", "292.8K", "12".
 std::string human_count(uint64_t count);
+/// An exact count with its digits grouped in threes: "393,216", "12".
+std::string grouped_count(uint64_t count);
 /// Shortest decimal that round-trips a double ("0.1", "nan", "inf").
 std::string format_double(double value);
 /// A CSV field: quoted when it holds a separator, a quote or a line break (RFC 4180).

@@ -64,6 +64,17 @@ Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Ch
   return out;
 }
 
+void note_index(const index::IndexReport& report) {
+  if (!report.not_kept.empty()) return;  // the caller warns that nothing was kept
+  const std::string where = printable(report.index_path.string(), 4096);
+  if (!report.written) {
+    std::cerr << "tensormorph: index " << where << ": read (up to date)\n";
+    return;
+  }
+  std::cerr << "tensormorph: index " << where << ": written (" << report.tensors_indexed << " of "
+            << report.tensors_total << " tensors indexed now, " << report.tensors_reused << " reused)\n";
+}
+
 Command add_index_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("index", "Build or refresh the level-of-detail index (a .tmindex sidecar)");
@@ -118,7 +129,14 @@ Command add_index_command(CLI::App& app) {
               for (const auto& name : r.verify_mismatches) std::printf("changed     %s\n", printable(name).c_str());
             }
             std::fflush(stdout);
-            if (opt->compute.explain) print_placements(std::cout, records);
+            if (opt->compute.explain) {
+              if (records.empty()) {
+                std::printf("\nplacements: none: %zu tensors current in the index (no operation ran)\n",
+                            r.tensors_reused);
+              } else {
+                print_placements(std::cout, records);
+              }
+            }
             return static_cast<int>(kExitOk);
           }};
 }

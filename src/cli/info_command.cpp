@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
+#include "index/index_description.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -50,6 +51,8 @@ nlohmann::ordered_json to_json(const Checkpoint& ckpt, const Options& opt) {
   j["format"] = std::string(format_name(ckpt.format()));
   j["files"] = nlohmann::ordered_json::array();
   for (const SourceFile& f : ckpt.files()) j["files"].push_back({{"path", f.path.string()}, {"bytes", f.size}});
+  j["facts"] = nlohmann::ordered_json::array();
+  for (const FormatFact& fact : format_facts(ckpt)) j["facts"].push_back(fact.to_json());
   j["metadata"] = nlohmann::ordered_json::array();
   for (const MetadataEntry& m : ckpt.metadata()) {
     nlohmann::ordered_json e = {{"key", m.key}, {"type", m.type}, {"value", shortened(m.value, opt.full_metadata)}};
@@ -84,6 +87,21 @@ nlohmann::ordered_json to_json(const Checkpoint& ckpt, const Options& opt) {
   return j;
 }
 
+// The reader's facts and bits per weight; the files themselves are listed above them.
+void print_facts(const Checkpoint& ckpt) {
+  std::vector<FormatFact> facts = format_facts(ckpt);
+  std::erase_if(facts, [](const FormatFact& f) { return f.key.starts_with("file."); });
+  size_t width = 0;
+  for (const FormatFact& f : facts) width = std::max(width, f.key.size());
+  std::cout << "\nformat facts\n";
+  for (const FormatFact& f : facts) {
+    std::string value = f.value.is_string() ? f.value.get<std::string>() : json_text(f.value);
+    if (f.file && ckpt.files().size() > 1) value += "  (" + ckpt.files()[*f.file].path.filename().string() + ")";
+    std::printf("  %-*s  %s\n", static_cast<int>(width), f.key.c_str(), printable(value, 4096).c_str());
+  }
+  std::fflush(stdout);
+}
+
 // Names, keys and shard paths come from the file; printable() keeps escape sequences and invalid
 // UTF-8 in them off the terminal.
 void print_text(const Checkpoint& ckpt, const Options& opt) {
@@ -91,6 +109,7 @@ void print_text(const Checkpoint& ckpt, const Options& opt) {
   std::cout << "format      " << format_name(ckpt.format()) << "\n";
   std::cout << "files       " << ckpt.files().size() << "\n";
   for (const SourceFile& f : ckpt.files()) std::cout << "  " << printable(f.path.string(), 4096) << "  " << human_bytes(f.size) << "\n";
+  print_facts(ckpt);
   if (!ckpt.metadata().empty()) {
     std::cout << "\nmetadata (" << ckpt.metadata().size() << ")\n";
     for (const MetadataEntry& m : ckpt.metadata()) {
@@ -152,6 +171,7 @@ Command add_info_command(CLI::App& app) {
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
             if (!ckpt) return static_cast<int>(kExitUserError);
+            if (index::is_index_file(*ckpt)) return print_index_info(ckpt->files()[0].path, opt->json);
             if (opt->json) std::cout << json_text(to_json(*ckpt, *opt), 2) << "\n";
             else print_text(*ckpt, *opt);
             return static_cast<int>(kExitOk);

@@ -16,6 +16,8 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
   const auto now = std::chrono::steady_clock::now();
   const auto interval = terminal_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(2000);
   const bool complete = bytes_total > 0 && bytes_done >= bytes_total;
+  // Callers report the end more than once (the last chunk, then the summary): 100% is drawn once.
+  if (complete && drawn_complete_) return;
   if (drawn_ && now - last_ < interval && !complete) return;
   last_ = now;
   const double fraction = bytes_total ? static_cast<double>(bytes_done) / static_cast<double>(bytes_total) : 1.0;
@@ -41,11 +43,13 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
   std::fputs(line, stderr);
   std::fflush(stderr);
   drawn_ = true;
+  drawn_complete_ = complete;
 }
 
 void ProgressDisplay::finish() {
   if (terminal_ && drawn_) std::fputs("\n", stderr);
   drawn_ = false;
+  drawn_complete_ = false;
 }
 
 }  // namespace tensormorph::cli

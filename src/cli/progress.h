@@ -12,7 +12,8 @@ class ProgressDisplay {
  public:
   /// `label` prefixes every line ("indexing").
   explicit ProgressDisplay(std::string label);
-  /// Reports progress; redraws at most every 100 ms (terminal) or 2 s (plain lines).
+  /// Reports progress; redraws at most every 100 ms (terminal) or 2 s (plain lines), and the
+  /// complete state once however often it is reported.
   void update(uint64_t bytes_done, uint64_t bytes_total, const std::string& current, double seconds);
   /// Ends the display (final redraw and newline on a terminal).
   void finish();
@@ -21,6 +22,7 @@ class ProgressDisplay {
   std::string label_;
   bool terminal_;
   bool drawn_ = false;
+  bool drawn_complete_ = false;
   std::chrono::steady_clock::time_point last_;
   std::string last_line_;
 };

@@ -77,7 +77,19 @@ class StatsSource {
     }
   }
 
+  /// The statistics of `t` (the placement records of what ran for it name it: OpRequest::subject).
   TensorStats stats_of(const TensorInfo& t) {
+    const size_t first_record = records_.size();
+    TensorStats s = compute(t);
+    if (records_.size() == first_record && s.error.empty()) ++from_index_;
+    return s;
+  }
+
+  /// Tensors whose statistics came from the index with no operation run.
+  size_t from_index() const { return from_index_; }
+
+ private:
+  TensorStats compute(const TensorInfo& t) {
     TensorStats s;
     s.tensor = &t;
     s.count = t.elements();
@@ -111,14 +123,43 @@ class StatsSource {
     return s;
   }
 
- private:
   compute::Scheduler& scheduler_;
   const Checkpoint& ckpt_;
   uint32_t tile_;
   engine::Records& records_;
   std::unordered_map<std::string_view, const index::TensorPyramid*> pyramids_;
   std::unordered_map<std::string_view, std::string_view> failed_;
+  size_t from_index_ = 0;
 };
+
+uint64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
+
+// "model.layers.2.mlp.down_proj.weight (1 NaN, 1 +Inf)".
+std::string non_finite_text(const TensorStats& s) {
+  std::string counts;
+  auto add = [&](uint64_t n, const char* what) {
+    if (n > 0) counts += (counts.empty() ? "" : ", ") + grouped_count(n) + " " + what;
+  };
+  add(s.nan, "NaN");
+  add(s.pos_inf, "+Inf");
+  add(s.neg_inf, "-Inf");
+  return printable(s.tensor->name) + " (" + counts + ")";
+}
+
+// One line under the table: how many tensors hold NaN or Inf, naming the first few.
+std::string non_finite_summary(const std::vector<TensorStats>& rows) {
+  constexpr size_t kNamed = 5;
+  std::vector<const TensorStats*> holding;
+  for (const auto& s : rows) {
+    if (s.error.empty() && non_finite(s) > 0) holding.push_back(&s);
+  }
+  if (holding.empty()) return "no NaN or Inf in any of the " + std::to_string(rows.size()) + " tensors";
+  std::string line = std::to_string(holding.size()) + " of " + std::to_string(rows.size()) +
+                     (holding.size() == 1 ? " tensors holds" : " tensors hold") + " NaN/Inf (listed first): ";
+  for (size_t i = 0; i < holding.size() && i < kNamed; ++i) line += (i ? ", " : "") + non_finite_text(*holding[i]);
+  if (holding.size() > kNamed) line += ", and " + std::to_string(holding.size() - kNamed) + " more";
+  return line;
+}
 
 double sort_value(const TensorStats& s, const std::string& key) {
   if (key == "absmax") return s.absmax;
@@ -170,29 +211,38 @@ void print_table(const std::vector<TensorStats>& rows) {
   std::vector<std::string> names;
   names.reserve(rows.size());
   size_t w = 4;
+  // Counts are exact, digits grouped: the columns are as wide as the largest count.
+  int count_w = 5, nan_w = 3, inf_w = 3, zeros_w = 5;
+  auto widen = [](int& width, uint64_t value) {
+    width = std::max(width, static_cast<int>(grouped_count(value).size()));
+  };
   for (const auto& s : rows) {
     names.push_back(printable(s.tensor->name, kMaxName));
     w = std::max(w, names.back().size());
+    widen(count_w, s.count);
+    widen(nan_w, s.nan);
+    widen(inf_w, s.pos_inf + s.neg_inf);
+    widen(zeros_w, s.zeros);
   }
   w = std::min(w, kMaxName);
-  std::printf("%-*s  %-7s  %10s  %11s  %11s  %11s  %11s  %11s  %5s  %5s  %8s\n", static_cast<int>(w), "name", "dtype",
-              "count", "mean", "std", "min", "max", "absmax", "nan", "inf", "zeros");
+  std::printf("%-*s  %-7s  %*s  %11s  %11s  %11s  %11s  %11s  %*s  %*s  %*s\n", static_cast<int>(w), "name", "dtype",
+              count_w, "count", "mean", "std", "min", "max", "absmax", nan_w, "nan", inf_w, "inf", zeros_w, "zeros");
   for (size_t i = 0; i < rows.size(); ++i) {
     const TensorStats& s = rows[i];
     const TensorInfo& t = *s.tensor;
     if (!s.error.empty()) {
-      std::printf("%-*s  %-7s  %10s  %s\n", static_cast<int>(w), names[i].c_str(),
-                  std::string(dtype_name(t.dtype)).c_str(), human_count(s.count).c_str(),
+      std::printf("%-*s  %-7s  %*s  %s\n", static_cast<int>(w), names[i].c_str(),
+                  std::string(dtype_name(t.dtype)).c_str(), count_w, grouped_count(s.count).c_str(),
                   printable(s.error, 400).c_str());
       continue;
     }
-    double sparsity = s.count ? 100.0 * static_cast<double>(s.zeros) / static_cast<double>(s.count) : 0.0;
-    std::printf("%-*s  %-7s  %10s  %11.4g  %11.4g  %11s  %11s  %11s  %5llu  %5llu  %7.2f%%\n", static_cast<int>(w),
-                names[i].c_str(), std::string(dtype_name(t.dtype)).c_str(), human_count(s.count).c_str(), s.mean,
-                s.std, extreme_text(s.exact_min, s.min).c_str(), extreme_text(s.exact_max, s.max).c_str(),
-                extreme_text(s.exact_absmax, s.absmax).c_str(), static_cast<unsigned long long>(s.nan),
-                static_cast<unsigned long long>(s.pos_inf + s.neg_inf), sparsity);
+    std::printf("%-*s  %-7s  %*s  %11.4g  %11.4g  %11s  %11s  %11s  %*s  %*s  %*s\n", static_cast<int>(w),
+                names[i].c_str(), std::string(dtype_name(t.dtype)).c_str(), count_w, grouped_count(s.count).c_str(),
+                s.mean, s.std, extreme_text(s.exact_min, s.min).c_str(), extreme_text(s.exact_max, s.max).c_str(),
+                extreme_text(s.exact_absmax, s.absmax).c_str(), nan_w, grouped_count(s.nan).c_str(), inf_w,
+                grouped_count(s.pos_inf + s.neg_inf).c_str(), zeros_w, grouped_count(s.zeros).c_str());
   }
+  std::printf("\n%s\n", non_finite_summary(rows).c_str());
   std::fflush(stdout);
 }
 
@@ -209,6 +259,20 @@ void print_csv(const std::vector<TensorStats>& rows) {
               << extreme(s.exact_absmax, s.absmax) << "," << s.nan << "," << s.pos_inf << "," << s.neg_inf << ","
               << s.zeros << "," << (s.error.empty() ? "" : csv_field(printable(s.error, SIZE_MAX))) << "\n";
   }
+}
+
+// --explain: the placements, and how many tensors needed none because the index held them.
+void explain(std::ostream& out, const engine::Records& records, size_t from_index, size_t total,
+             const index::IndexReport& report) {
+  if (records.empty()) {
+    out << "\nplacements: none: all " << total << " tensors from the index (no operation ran)\n";
+    return;
+  }
+  print_placements(out, records);
+  if (from_index == 0) return;
+  out << "(" << from_index << " of " << total << " tensors from the index: "
+      << (report.tensors_indexed > 0 ? "the operations above built or refreshed it)\n"
+                                     : "no operation ran for them)\n");
 }
 
 }  // namespace
@@ -230,6 +294,9 @@ Command add_stats_command(CLI::App& app) {
   return {sub, [opt]() {
             auto ckpt = open_or_report(opt->path);
             if (!ckpt) return static_cast<int>(kExitUserError);
+            // Patterns that match nothing fail before the index is built or read.
+            const auto selected = select_tensors_or_report(*ckpt, opt->globs);
+            if (!selected) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
             engine::Records records;
@@ -238,19 +305,14 @@ Command add_stats_command(CLI::App& app) {
               print_error(indexed.status().message());
               return static_cast<int>(kExitUserError);
             }
+            note_index(indexed->report);
             if (!indexed->report.not_kept.empty()) {
               std::cerr << "tensormorph: warning: the index could not be kept (" << indexed->report.not_kept
                         << "): statistics were computed in memory and will be computed again next time\n";
             }
             StatsSource source(session->scheduler(), *ckpt, *indexed, opt->tile, records);
             std::vector<TensorStats> rows;
-            for (const TensorInfo& t : ckpt->tensors()) {
-              if (tensor_selected(t, opt->globs)) rows.push_back(source.stats_of(t));
-            }
-            if (rows.empty() && !opt->globs.empty()) {
-              print_error(ckpt->path().string() + ": no tensor matches the given --tensor patterns");
-              return static_cast<int>(kExitUserError);
-            }
+            for (const TensorInfo* t : *selected) rows.push_back(source.stats_of(*t));
             if (opt->sort == "name") {
               std::stable_sort(rows.begin(), rows.end(),
                                [](const auto& a, const auto& b) { return a.tensor->name < b.tensor->name; });
@@ -259,18 +321,31 @@ Command add_stats_command(CLI::App& app) {
                 return sort_value(a, opt->sort) > sort_value(b, opt->sort);
               });
             }
+            // Whatever the sort, the table lists tensors holding NaN or Inf first: no order may bury
+            // them. JSON and CSV keep the order asked for (scripts rely on it); JSON names them.
+            if (!opt->json && !opt->csv) {
+              std::stable_partition(rows.begin(), rows.end(),
+                                    [](const TensorStats& s) { return s.error.empty() && non_finite(s) > 0; });
+            }
             if (opt->json) {
               nlohmann::ordered_json j = {{"schema", "tensormorph.stats/1"}, {"path", ckpt->path().string()}};
               j["tensors"] = nlohmann::ordered_json::array();
               for (const auto& s : rows) j["tensors"].push_back(row_json(s));
-              if (opt->compute.explain) j["placements"] = placements_json(records);
+              j["nonfinite_tensors"] = nlohmann::ordered_json::array();
+              for (const auto& s : rows) {
+                if (s.error.empty() && non_finite(s) > 0) j["nonfinite_tensors"].push_back(s.tensor->name);
+              }
+              if (opt->compute.explain) {
+                j["placements"] = placements_json(records);
+                j["tensors_from_index"] = source.from_index();
+              }
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);
-              if (opt->compute.explain) print_placements(std::cerr, records);
+              if (opt->compute.explain) explain(std::cerr, records, source.from_index(), rows.size(), indexed->report);
             } else {
               print_table(rows);
-              if (opt->compute.explain) print_placements(std::cout, records);
+              if (opt->compute.explain) explain(std::cout, records, source.from_index(), rows.size(), indexed->report);
             }
             note_unmet_preferences(records);
             // Every requested tensor has its numbers, or the run failed: a script must not take a

@@ -13,9 +13,9 @@
 #include <ctime>
 
 namespace tensormorph {
-namespace {
-
 namespace fs = std::filesystem;
+
+namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -45,6 +45,17 @@ pid_t writer_pid(std::string_view name, std::string_view prefix) {
 }
 
 bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// Why `target` cannot be created in `dir` (errno from the failed open), in the user's terms: the
+/// temporary's name is an implementation detail the user never chose.
+Status cannot_create(const fs::path& target, const fs::path& dir) {
+  const int error = errno;
+  if (error == ENOENT || error == ENOTDIR) {
+    if (Status missing = check_output_directory(target); !missing.ok()) return missing;
+  }
+  return Status::IoError(target.string() + ": cannot write in the directory " + dir.string() + ": " +
+                         std::strerror(error));
+}
 
 }  // namespace
 
@@ -112,10 +123,7 @@ Result<AtomicOutput> AtomicOutput::open(const fs::path& target) {
   const fs::path temporary = directory_of(destination) / (temporary_prefix(destination) + std::to_string(::getpid()) +
                                                           "." + std::to_string(sequence.fetch_add(1)));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    return Status::IoError(target.string() + ": cannot create temporary file " + temporary.string() + ": " +
-                           errno_text());
-  }
+  if (fd < 0) return cannot_create(target, directory_of(destination));
   return AtomicOutput(destination, temporary, fd, false);
 }
 
@@ -142,6 +150,18 @@ Status AtomicOutput::commit() {
                            errno_text());
   }
   committed_ = true;
+  return Status::Ok();
+}
+
+Status check_output_directory(const fs::path& target) {
+  const fs::path dir = directory_of(target);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return Status::IoError(target.string() + ": cannot write: the directory " + dir.string() + " does not exist");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::IoError(target.string() + ": cannot write: " + dir.string() + " is not a directory");
+  }
   return Status::Ok();
 }
 

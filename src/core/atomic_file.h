@@ -56,6 +56,10 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+/// OK when the directory `target` would be written in exists; otherwise IO_ERROR naming that
+/// directory (a command checks this before long work, so a mistyped -o fails at once).
+Status check_output_directory(const std::filesystem::path& target);
+
 /// Writes `bytes` to `target` through an AtomicOutput.
 Status write_file_atomically(const std::filesystem::path& target, std::span<const std::byte> bytes);
 

@@ -1,5 +1,7 @@
 #include "tensormorph/checkpoint.h"
 
+#include <cmath>
+
 #include "tensormorph/decode.h"
 
 namespace tensormorph {
@@ -37,13 +39,14 @@ std::string TensorInfo::shape_string() const {
 
 Checkpoint::Checkpoint(CheckpointFormat format, std::filesystem::path path, std::vector<SourceFile> files,
                        std::vector<TensorInfo> tensors, std::vector<MetadataEntry> metadata,
-                       std::vector<std::string> notes)
+                       std::vector<std::string> notes, std::vector<FormatFact> facts)
     : format_(format),
       path_(std::move(path)),
       files_(std::move(files)),
       tensors_(std::move(tensors)),
       metadata_(std::move(metadata)),
       notes_(std::move(notes)),
+      facts_(std::move(facts)),
       maps_(files_.size()) {
   by_name_.reserve(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
@@ -124,6 +127,53 @@ Result<std::vector<float>> Checkpoint::decode_f32(const TensorInfo& tensor) cons
     }
   }
   return out;
+}
+
+nlohmann::ordered_json FormatFact::to_json() const {
+  nlohmann::ordered_json j = {{"key", key}, {"value", value}};
+  if (file) j["file"] = *file;
+  return j;
+}
+
+double WeightBits::bits_per_weight() const {
+  return elements == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(elements);
+}
+
+BitsPerWeight bits_per_weight(const Checkpoint& checkpoint) {
+  BitsPerWeight out;
+  std::vector<WeightBits> per(static_cast<size_t>(DType::kCount));
+  std::vector<bool> seen(per.size(), false);
+  for (const TensorInfo& t : checkpoint.tensors()) {
+    const auto d = static_cast<size_t>(t.dtype);
+    per[d].elements += t.elements();
+    per[d].bytes += t.nbytes;
+    seen[d] = true;
+    out.total.elements += t.elements();
+    out.total.bytes += t.nbytes;
+  }
+  for (size_t d = 0; d < per.size(); ++d) {
+    if (seen[d]) out.by_dtype.emplace_back(static_cast<DType>(d), per[d]);
+  }
+  return out;
+}
+
+std::vector<FormatFact> format_facts(const Checkpoint& checkpoint) {
+  std::vector<FormatFact> facts;
+  for (uint32_t i = 0; i < checkpoint.files().size(); ++i) {
+    const SourceFile& f = checkpoint.files()[i];
+    facts.push_back({"file.path", f.path.string(), i});
+    facts.push_back({"file.bytes", f.size, i});
+  }
+  facts.insert(facts.end(), checkpoint.facts().begin(), checkpoint.facts().end());
+  const BitsPerWeight bits = bits_per_weight(checkpoint);
+  // Three decimals: Q4_K's 4.5 and Q4_0's 4.5 stay exact, a mix reads as 4.837.
+  auto rounded = [](double v) { return std::round(v * 1000.0) / 1000.0; };
+  facts.push_back({"bits_per_weight", rounded(bits.total.bits_per_weight()), std::nullopt});
+  for (const auto& [dtype, weight_bits] : bits.by_dtype) {
+    facts.push_back({"bits_per_weight." + std::string(dtype_name(dtype)), rounded(weight_bits.bits_per_weight()),
+                     std::nullopt});
+  }
+  return facts;
 }
 
 }  // namespace tensormorph

@@ -14,7 +14,7 @@
 namespace tensormorph::index {
 namespace {
 
-constexpr const char* kMetadataKey = "tensormorph.index";
+constexpr const char* kMetadataKey = kIndexMetadataKey;
 
 std::string level_name(const std::string& tensor, size_t level) { return tensor + "/L" + std::to_string(level); }
 std::string histogram_name(const std::string& tensor) { return tensor + "/H"; }

@@ -21,6 +21,8 @@
 
 namespace tensormorph::index {
 
+/// The `__metadata__` key that marks a safetensors file as a Tensormorph index.
+inline constexpr const char* kIndexMetadataKey = "tensormorph.index";
 /// Version of the layout above; readers refuse other versions (the index is then rebuilt).
 inline constexpr int kIndexFormatVersion = 1;
 /// Fields per tile in the stored F64 tensors.

@@ -407,6 +407,7 @@ void ApiContext::register_routes(httplib::Server& http) {
 
   register_compute_routes(http);
   register_compare_routes(http);
+  register_metadata_routes(http);
 }
 
 }  // namespace tensormorph::server

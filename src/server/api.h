@@ -42,6 +42,8 @@ class ApiContext {
   static void register_colormap_routes(httplib::Server& http);
   /// The Compare mode's routes (api_compare.cpp).
   void register_compare_routes(httplib::Server& http);
+  /// A checkpoint's format facts and metadata, long arrays paged (api_metadata.cpp).
+  void register_metadata_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.
   void note_consent_request(nlohmann::ordered_json request);
 

@@ -7,6 +7,7 @@
 
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/gguf_cursor.h"
+#include "formats/gguf/gguf_file_type.h"
 #include "core/printable.h"
 #include "formats/gguf/gguf_metadata.h"
 
@@ -255,6 +256,20 @@ Status check_no_overlap(const HeaderCursor& cursor, const std::vector<StoredTens
   return Status::Ok();
 }
 
+// general.file_type decoded ("MOSTLY_Q4_K_M (15)"); nullopt when absent or not an integer.
+std::optional<std::string> file_type_of(const std::vector<MetadataEntry>& metadata) {
+  for (const MetadataEntry& m : metadata) {
+    if (m.key != "general.file_type") continue;
+    const nlohmann::ordered_json& v = m.value;
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= UINT32_MAX
+                                             : v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                                                   v.get<int64_t>() <= static_cast<int64_t>(UINT32_MAX);
+    if (!fits) return "not a file type (" + m.type + ")";
+    return file_type_text(v.get<uint32_t>());
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path) {
@@ -296,9 +311,13 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
   }
   TM_RETURN_IF_ERROR(check_no_overlap(cursor, stored, tensors));
 
+  std::vector<FormatFact> facts = {{"gguf.version", version, std::nullopt},
+                                   {"gguf.alignment", alignment, std::nullopt},
+                                   {"gguf.data_offset", data_start, std::nullopt}};
+  if (const auto file_type = file_type_of(metadata)) facts.push_back({"gguf.file_type", *file_type, std::nullopt});
   std::vector<SourceFile> files{SourceFile{path, cursor.file_size()}};
   return std::make_unique<Checkpoint>(CheckpointFormat::kGguf, path, std::move(files), std::move(tensors),
-                                      std::move(metadata), std::move(notes));
+                                      std::move(metadata), std::move(notes), std::move(facts));
 }
 
 }  // namespace tensormorph::gguf

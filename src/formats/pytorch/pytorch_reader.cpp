@@ -103,6 +103,33 @@ Status read_records(const ZipArchive& zip, const std::string& prefix, std::vecto
   return Status::Ok();
 }
 
+// What the reader learnt about the archive: its entries, the pickle and the storages beside it.
+std::vector<FormatFact> archive_facts(const ZipArchive& zip, const std::string& prefix, const ZipEntry& pickle_entry,
+                                      std::string_view pickle) {
+  const std::string data_dir = prefix + "data/";
+  uint64_t storages = 0, storage_bytes = 0;
+  for (const ZipEntry& entry : zip.entries()) {
+    if (entry.name.size() > data_dir.size() && entry.name.starts_with(data_dir)) {
+      storages += 1;
+      storage_bytes += entry.uncompressed_size;
+    }
+  }
+  std::vector<FormatFact> facts = {
+      {"pytorch.zip_entries", zip.entries().size(), std::nullopt},
+      {"pytorch.pickle_entry", printable(pickle_entry.name), std::nullopt},
+      {"pytorch.pickle_bytes", pickle.size(), std::nullopt},
+      {"pytorch.pickle_compression", pickle_entry.method == kZipMethodStored ? "stored" : "deflate", std::nullopt},
+  };
+  // A pickle opens with PROTO n (0x80 n) from protocol 2 on.
+  if (is_pickle_start(pickle)) {
+    const unsigned protocol = static_cast<unsigned char>(pickle[1]);
+    facts.push_back({"pytorch.pickle_protocol", protocol, std::nullopt});
+  }
+  facts.push_back({"pytorch.storages", storages, std::nullopt});
+  facts.push_back({"pytorch.storage_bytes", storage_bytes, std::nullopt});
+  return facts;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path) {
@@ -128,7 +155,8 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
 
   std::vector<SourceFile> files{{path, zip.file_size()}};
   return std::make_unique<Checkpoint>(CheckpointFormat::kPyTorch, path, std::move(files), std::move(found.tensors),
-                                      std::move(metadata), std::move(notes));
+                                      std::move(metadata), std::move(notes),
+                                      archive_facts(zip, prefix, *pickle_entry, pickle));
 }
 
 }  // namespace tensormorph::pytorch

@@ -141,6 +141,7 @@ Result<std::unique_ptr<Checkpoint>> open_index_unguarded(const std::filesystem::
   }
 
   std::vector<SourceFile> files;
+  std::vector<FormatFact> facts;
   std::vector<TensorInfo> tensors;
   std::unordered_map<std::string, uint32_t> stored_shard;
   for (uint32_t i = 0; i < shards.size(); ++i) {
@@ -153,6 +154,7 @@ Result<std::unique_ptr<Checkpoint>> open_index_unguarded(const std::filesystem::
     }
     if (!header.ok()) return header.status().with_context(index_file + ": shard " + quote_name(shard.name));
     files.push_back(SourceFile{shard.path, header->file_size});
+    for (FormatFact& fact : internal::header_facts(*header, i)) facts.push_back(std::move(fact));
     for (TensorInfo& tensor : header->tensors) {
       auto [found, inserted] = stored_shard.emplace(tensor.name, i);
       if (!inserted) {
@@ -194,7 +196,7 @@ Result<std::unique_ptr<Checkpoint>> open_index_unguarded(const std::filesystem::
   }
 
   return std::make_unique<Checkpoint>(CheckpointFormat::kSafetensors, index_path, std::move(files),
-                                      std::move(tensors), std::move(metadata), std::move(notes));
+                                      std::move(tensors), std::move(metadata), std::move(notes), std::move(facts));
 }
 
 }  // namespace

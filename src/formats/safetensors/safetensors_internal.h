@@ -30,6 +30,9 @@ struct FileHeader {
 /// Reads and validates the header of `path` (never its data); tensors get `file_index`.
 Result<FileHeader> read_file_header(const std::filesystem::path& path, uint32_t file_index);
 
+/// The format facts of one file's header (its JSON header's size, where its data starts).
+std::vector<FormatFact> header_facts(const FileHeader& header, uint32_t file_index);
+
 /// File offsets of a JSON object's keys: each top-level key, and the keys one level below it.
 struct KeyPositions {
   /// File offset of the opening quote of a top-level key.

@@ -301,6 +301,11 @@ Result<FileHeader> read_file_header(const std::filesystem::path& path, uint32_t 
   }
 }
 
+std::vector<FormatFact> header_facts(const FileHeader& header, uint32_t file_index) {
+  return {{"safetensors.header_bytes", header.header_bytes, file_index},
+          {"safetensors.data_offset", kLengthPrefixBytes + header.header_bytes, file_index}};
+}
+
 }  // namespace internal
 
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path) {
@@ -308,7 +313,7 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
   std::vector<SourceFile> files{SourceFile{path, header.file_size}};
   return std::make_unique<Checkpoint>(CheckpointFormat::kSafetensors, path, std::move(files),
                                       std::move(header.tensors), std::move(header.metadata),
-                                      std::vector<std::string>{});
+                                      std::vector<std::string>{}, internal::header_facts(header, 0));
 }
 
 }  // namespace tensormorph::safetensors
