@@ -29,9 +29,10 @@ std::string older_abi_reason(const Backend& b, const OpDefinition* def, const Op
     for (const auto& attr : request.attributes) {
       const double value = spec.kind == ops::AttributeKind::kInt ? static_cast<double>(attr.i) : attr.f;
       if (attr.name == spec.name && value > spec.max_before) {
+        const std::string shown = spec.kind == ops::AttributeKind::kInt ? std::to_string(attr.i) : std::to_string(attr.f);
         return "built for plugin ABI " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(b.abi_minor()) +
-               ": " + spec.name + " " + (spec.kind == ops::AttributeKind::kInt ? std::to_string(attr.i) : std::to_string(attr.f)) +
-               " came in " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(spec.widened_in_minor);
+               ": " + spec.name + " " + shown + " came in " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." +
+               std::to_string(spec.widened_in_minor);
       }
     }
   }
@@ -260,6 +261,15 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
   noted.constraints = constraints.to_string();
   noted.budget = budget;
   const OpDefinition* definition = registry_.find(op);
+  // A backend the constraints rule out is an obstacle unless it is known not to support the
+  // operation either (an unopened device is not asked: that would open it).
+  const auto note_excluded = [&](const Backend& b) {
+    if (b.opened()) {
+      auto support = b.query(op, query_inputs);
+      if (support.ok() && support->level == TM_SUPPORT_NONE) return;
+    }
+    noted.excluded.push_back(b.name());
+  };
 
   const auto consider = [&](size_t index) {
     const Backend& b = *backends_[index];
@@ -315,10 +325,10 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
       v.verdict = "device lost: " + b.lost_reason();
     } else if (named_in(b.name(), constraints.never)) {
       v.verdict = "never (constraint)";
-      noted.excluded.push_back(b.name());
+      note_excluded(b);
     } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
       v.verdict = "not in only= (constraint)";
-      noted.excluded.push_back(b.name());
+      note_excluded(b);
     } else if (!b.unavailable_reason().empty()) {
       v.verdict = "unavailable: " + b.unavailable_reason();
     } else if (std::string older = older_abi_reason(b, definition, request); !older.empty()) {
@@ -587,7 +597,8 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
         // error), then how the backend that served was chosen.
         std::string why_not;
         for (const auto& v : verdicts) {
-          if (named_in(v.backend, constraints.prefer)) why_not += (why_not.empty() ? "" : "; ") + ("preferred " + v.backend + " " + v.verdict);
+          if (!named_in(v.backend, constraints.prefer)) continue;
+          why_not += (why_not.empty() ? "" : "; ") + ("preferred " + v.backend + " " + v.verdict);
         }
         if (why_not.empty()) {
           std::string names;

@@ -323,8 +323,9 @@ std::vector<ConformanceCase> render_cases() {
                           Values{32, 0, 0, TM_PIXEL_STAT_STD}, Values{8, 512, 512, TM_PIXEL_STAT_NON_FINITE},
                           Values{4, 0, 0, TM_PIXEL_STAT_MEAN},
                           Values{8, 64, 0, TM_PIXEL_STAT_MEAN, TM_COLORMAP(TM_COLORMAP_SEQUENTIAL, TM_PALETTE_CIVIDIS)}}) {
+    const std::string map = v.colormap != TM_COLORMAP_DIVERGING ? ", colormap " + std::to_string(v.colormap) : "";
     cases.push_back({"values cell " + std::to_string(v.cell) + " at (" + std::to_string(v.row) + ", " +
-                         std::to_string(v.col) + ")" + (v.colormap != TM_COLORMAP_DIVERGING ? ", colormap " + std::to_string(v.colormap) : ""),
+                         std::to_string(v.col) + ")" + map,
                      {{std::nullopt, {kRows, kCols}}},
                      {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_VALUES), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(v.row)),
                       ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(v.col)), ci(TM_ATTR_CELL, static_cast<int64_t>(v.cell)),
