@@ -174,20 +174,21 @@ struct Scheduler::Obstacles {
   uint64_t budget = 0;                // the memory budget in force
 };
 
-Status Scheduler::refusal(const std::string& why, const Obstacles& o) const {
+Status Scheduler::refusal(const std::string& why, const std::string& verdicts, const Obstacles& o) const {
+  // The hint comes right after what was refused: a message cut short for a table keeps it.
   std::string hint;
   if (o.smallest_need > 0) {
     hint = "raise the memory budget (now " + bytes_text(o.budget) + ") to at least " + bytes_text(o.smallest_need) +
            ": compute.memory_budget, in Compute or with `tensormorph config set compute.memory_budget SIZE`";
-    return Status::ResourceExhausted(why + "; " + hint).with_hint(hint);
+    return Status::ResourceExhausted(why + "; " + hint + verdicts).with_hint(hint);
   }
   if (!o.excluded.empty()) {
     std::string names;
     for (const auto& n : o.excluded) names += (names.empty() ? "" : ", ") + n;
     hint = "allow a backend in Compute (or with --compute): the constraints " + o.constraints + " rule out " + names;
-    return Status::FailedPrecondition(why + "; " + hint).with_hint(hint);
+    return Status::FailedPrecondition(why + "; " + hint + verdicts).with_hint(hint);
   }
-  return Status::Unimplemented(why);
+  return Status::Unimplemented(why + verdicts);
 }
 
 /// Among eligible candidates, the cheapest of those `prefer=` names, else the cheapest of all;
@@ -456,9 +457,11 @@ Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
   std::erase_if(candidates, [](const Candidate& c) { return c.support.level == TM_SUPPORT_NONE; });
   PlacementEstimate out;
   if (candidates.empty()) {
-    out.reason = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
-    for (const auto& v : verdicts) out.reason += "; " + v.backend + ": " + v.verdict;
-    out.refusal = refusal(out.reason, obstacles);
+    const std::string why = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
+    std::string verdict_text;
+    for (const auto& v : verdicts) verdict_text += "; " + v.backend + ": " + v.verdict;
+    out.reason = why + verdict_text;
+    out.refusal = refusal(why, verdict_text, obstacles);
     return out;
   }
   const Candidate& chosen = choose(candidates, constraints(), nullptr);
@@ -514,17 +517,17 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
         }
       }
       auto ladder = ladder_for(request, weaker);
-      std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
-                        (request.subject.empty() ? "" : " (" + request.subject + ")") +
-                        " exactly within the constraints and memory budget";
-      for (const auto& v : verdicts) why += "; " + v.backend + ": " + v.verdict;
+      const std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
+                              " exactly within the constraints and memory budget";
+      std::string verdict_text;
+      for (const auto& v : verdicts) verdict_text += "; " + v.backend + ": " + v.verdict;
       // Nothing to consent to: a refusal that says what would let it run (a kernel error from a
       // backend is UNIMPLEMENTED and was placed again above; this is the scheduler's own answer).
-      if (ladder.empty()) return refusal(why, obstacles);
+      if (ladder.empty()) return refusal(why, verdict_text, obstacles);
       Placement p;
       p.executed = false;
-      p.needs_consent_reason = why;
-      p.refusal = refusal(why, obstacles);
+      p.needs_consent_reason = why + verdict_text;
+      p.refusal = refusal(why, verdict_text, obstacles);
       p.ladder = std::move(ladder);
       return p;
     }
