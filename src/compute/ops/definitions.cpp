@@ -169,6 +169,7 @@ AttributeSpec float_attribute(const char* name, std::string description) {
   return {name, AttributeKind::kFloat, false, 0, -1.7976931348623157e308, 1.7976931348623157e308, std::move(description)};
 }
 
+// `spec`, whose range grew in ABI minor `minor`: before it, values went up to `max_before`.
 AttributeSpec widened(AttributeSpec spec, uint32_t minor, double max_before) {
   spec.widened_in_minor = minor;
   spec.max_before = max_before;
