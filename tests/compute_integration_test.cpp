@@ -98,9 +98,11 @@ TEST_F(MixedCheckpoint, OpenClServesWhatItSupportsAndCpuTheRest) {
   EXPECT_EQ(records[1].backend.rfind("opencl", 0), 0u);
   EXPECT_EQ(records[2].backend, "cpu");
   // The record says why the preferred plugin did not serve BF16.
+  EXPECT_EQ(records[2].reason, compute::PlacementReason::kPreferredUnavailable);
   EXPECT_NE(records[2].reason_detail.find("preferred opencl unsupported"), std::string::npos)
       << records[2].reason_detail;
   for (const auto& r : records) EXPECT_EQ(r.exactness, "bitwise");
+  EXPECT_EQ(records[2].tensor, "w.bf16");
 }
 
 TEST_F(MixedCheckpoint, OpenClTileStatsEqualCpuBitForBit) {

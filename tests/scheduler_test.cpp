@@ -280,6 +280,16 @@ TEST_F(SchedulerTest, BackendsThatAllFailAreStillUnimplemented) {
   EXPECT_TRUE(p.status().hint().empty());
 }
 
+TEST_F(SchedulerTest, ABackendRuledOutThatCouldNotRunItEitherIsNoPrecondition) {
+  add({.name = "elsewhere", .supported_op = "other.op@1"});
+  add({.name = "nowhere", .supported_op = "another.op@1"});
+  auto s = make();
+  s.set_constraints({.prefer = {}, .never = {"elsewhere"}, .only = {}});
+  auto p = s.run(request());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kUnimplemented) << p.status().to_string();
+}
+
 TEST_F(SchedulerTest, AnUnmetPreferenceSaysWhyTheOthersServed) {
   add({.name = "host", .compute_ns = 1000});
   add({.name = "gpu", .compute_ns = 10, .supported_op = "test.op_sampled@1"});
@@ -386,7 +396,9 @@ TEST_F(SchedulerTest, APluginBuiltForAnOlderMinorGetsNoValueItsRangeLacked) {
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(p->record.backend, "new");
   bool said = false;
-  for (const auto& v : p->record.candidates) said |= v.backend == "old" && v.verdict.find("built for plugin ABI 1.3: mode 17 came in 1.4") != std::string::npos;
+  for (const auto& v : p->record.candidates) {
+    said |= v.backend == "old" && v.verdict.find("built for plugin ABI 1.3: mode 17 came in 1.4") != std::string::npos;
+  }
   EXPECT_TRUE(said) << p->record.to_json().dump();
 }
 

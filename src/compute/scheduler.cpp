@@ -29,9 +29,10 @@ std::string older_abi_reason(const Backend& b, const OpDefinition* def, const Op
     for (const auto& attr : request.attributes) {
       const double value = spec.kind == ops::AttributeKind::kInt ? static_cast<double>(attr.i) : attr.f;
       if (attr.name == spec.name && value > spec.max_before) {
+        const std::string shown = spec.kind == ops::AttributeKind::kInt ? std::to_string(attr.i) : std::to_string(attr.f);
         return "built for plugin ABI " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(b.abi_minor()) +
-               ": " + spec.name + " " + (spec.kind == ops::AttributeKind::kInt ? std::to_string(attr.i) : std::to_string(attr.f)) +
-               " came in " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." + std::to_string(spec.widened_in_minor);
+               ": " + spec.name + " " + shown + " came in " + std::to_string(TM_PLUGIN_ABI_MAJOR) + "." +
+               std::to_string(spec.widened_in_minor);
       }
     }
   }
@@ -173,20 +174,21 @@ struct Scheduler::Obstacles {
   uint64_t budget = 0;                // the memory budget in force
 };
 
-Status Scheduler::refusal(const std::string& why, const Obstacles& o) const {
+Status Scheduler::refusal(const std::string& why, const std::string& verdicts, const Obstacles& o) const {
+  // The hint comes right after what was refused: a message cut short for a table keeps it.
   std::string hint;
   if (o.smallest_need > 0) {
     hint = "raise the memory budget (now " + bytes_text(o.budget) + ") to at least " + bytes_text(o.smallest_need) +
            ": compute.memory_budget, in Compute or with `tensormorph config set compute.memory_budget SIZE`";
-    return Status::ResourceExhausted(why + "; " + hint).with_hint(hint);
+    return Status::ResourceExhausted(why + "; " + hint + verdicts).with_hint(hint);
   }
   if (!o.excluded.empty()) {
     std::string names;
     for (const auto& n : o.excluded) names += (names.empty() ? "" : ", ") + n;
     hint = "allow a backend in Compute (or with --compute): the constraints " + o.constraints + " rule out " + names;
-    return Status::FailedPrecondition(why + "; " + hint).with_hint(hint);
+    return Status::FailedPrecondition(why + "; " + hint + verdicts).with_hint(hint);
   }
-  return Status::Unimplemented(why);
+  return Status::Unimplemented(why + verdicts);
 }
 
 /// Among eligible candidates, the cheapest of those `prefer=` names, else the cheapest of all;
@@ -260,6 +262,15 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
   noted.constraints = constraints.to_string();
   noted.budget = budget;
   const OpDefinition* definition = registry_.find(op);
+  // A backend the constraints rule out is an obstacle unless it is known not to support the
+  // operation either (an unopened device is not asked: that would open it).
+  const auto note_excluded = [&](const Backend& b) {
+    if (b.opened()) {
+      auto support = b.query(op, query_inputs);
+      if (support.ok() && support->level == TM_SUPPORT_NONE) return;
+    }
+    noted.excluded.push_back(b.name());
+  };
 
   const auto consider = [&](size_t index) {
     const Backend& b = *backends_[index];
@@ -315,10 +326,10 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
       v.verdict = "device lost: " + b.lost_reason();
     } else if (named_in(b.name(), constraints.never)) {
       v.verdict = "never (constraint)";
-      noted.excluded.push_back(b.name());
+      note_excluded(b);
     } else if (!constraints.only.empty() && !named_in(b.name(), constraints.only)) {
       v.verdict = "not in only= (constraint)";
-      noted.excluded.push_back(b.name());
+      note_excluded(b);
     } else if (!b.unavailable_reason().empty()) {
       v.verdict = "unavailable: " + b.unavailable_reason();
     } else if (std::string older = older_abi_reason(b, definition, request); !older.empty()) {
@@ -446,9 +457,11 @@ Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
   std::erase_if(candidates, [](const Candidate& c) { return c.support.level == TM_SUPPORT_NONE; });
   PlacementEstimate out;
   if (candidates.empty()) {
-    out.reason = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
-    for (const auto& v : verdicts) out.reason += "; " + v.backend + ": " + v.verdict;
-    out.refusal = refusal(out.reason, obstacles);
+    const std::string why = "no backend can compute " + request.op + " exactly within the constraints and memory budget";
+    std::string verdict_text;
+    for (const auto& v : verdicts) verdict_text += "; " + v.backend + ": " + v.verdict;
+    out.reason = why + verdict_text;
+    out.refusal = refusal(why, verdict_text, obstacles);
     return out;
   }
   const Candidate& chosen = choose(candidates, constraints(), nullptr);
@@ -504,17 +517,17 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
         }
       }
       auto ladder = ladder_for(request, weaker);
-      std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
-                        (request.subject.empty() ? "" : " (" + request.subject + ")") +
-                        " exactly within the constraints and memory budget";
-      for (const auto& v : verdicts) why += "; " + v.backend + ": " + v.verdict;
+      const std::string why = "no backend can compute " + request.op + " on " + dtype_label + " " + shape_label +
+                              " exactly within the constraints and memory budget";
+      std::string verdict_text;
+      for (const auto& v : verdicts) verdict_text += "; " + v.backend + ": " + v.verdict;
       // Nothing to consent to: a refusal that says what would let it run (a kernel error from a
       // backend is UNIMPLEMENTED and was placed again above; this is the scheduler's own answer).
-      if (ladder.empty()) return refusal(why, obstacles);
+      if (ladder.empty()) return refusal(why, verdict_text, obstacles);
       Placement p;
       p.executed = false;
-      p.needs_consent_reason = why;
-      p.refusal = refusal(why, obstacles);
+      p.needs_consent_reason = why + verdict_text;
+      p.refusal = refusal(why, verdict_text, obstacles);
       p.ladder = std::move(ladder);
       return p;
     }
@@ -587,7 +600,8 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
         // error), then how the backend that served was chosen.
         std::string why_not;
         for (const auto& v : verdicts) {
-          if (named_in(v.backend, constraints.prefer)) why_not += (why_not.empty() ? "" : "; ") + ("preferred " + v.backend + " " + v.verdict);
+          if (!named_in(v.backend, constraints.prefer)) continue;
+          why_not += (why_not.empty() ? "" : "; ") + ("preferred " + v.backend + " " + v.verdict);
         }
         if (why_not.empty()) {
           std::string names;

@@ -141,7 +141,7 @@ class Scheduler {
   std::vector<Candidate> evaluate(const OpRequest& request, const std::string& op, TM_Exactness floor,
                                   const std::vector<const Backend*>& excluded, std::vector<CandidateVerdict>& verdicts,
                                   Obstacles* obstacles = nullptr);
-  Status refusal(const std::string& why, const Obstacles& obstacles) const;
+  Status refusal(const std::string& why, const std::string& verdicts, const Obstacles& obstacles) const;
   Result<TM_ExecutionReport> execute_on(const Backend& backend, const OpRequest& request, const std::string& op,
                                         TM_Exactness floor, uint64_t& bytes_moved, std::vector<uint64_t>& output_needs);
   std::vector<LadderOffer> ladder_for(const OpRequest& request, std::vector<Candidate>& weaker);

@@ -62,7 +62,7 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
                     {TM_ATTR_COL_BEGIN, static_cast<int64_t>(view.col_begin), 0}, {TM_ATTR_COL_END, static_cast<int64_t>(view.col_end), 0},
                     {TM_ATTR_TILE, tile, 0}};
   TM_ASSIGN_OR_RETURN(auto placed, scheduler.run(req));
-  if (!placed.executed) return Status::Unimplemented(placed.needs_consent_reason);
+  if (!placed.executed) return placed.refusal;
   records.push_back(placed.record);
   return out;
 }

@@ -169,6 +169,7 @@ AttributeSpec float_attribute(const char* name, std::string description) {
   return {name, AttributeKind::kFloat, false, 0, -1.7976931348623157e308, 1.7976931348623157e308, std::move(description)};
 }
 
+// `spec`, whose range grew in ABI minor `minor`: before it, values went up to `max_before`.
 AttributeSpec widened(AttributeSpec spec, uint32_t minor, double max_before) {
   spec.widened_in_minor = minor;
   spec.max_before = max_before;
@@ -323,8 +324,9 @@ std::vector<ConformanceCase> render_cases() {
                           Values{32, 0, 0, TM_PIXEL_STAT_STD}, Values{8, 512, 512, TM_PIXEL_STAT_NON_FINITE},
                           Values{4, 0, 0, TM_PIXEL_STAT_MEAN},
                           Values{8, 64, 0, TM_PIXEL_STAT_MEAN, TM_COLORMAP(TM_COLORMAP_SEQUENTIAL, TM_PALETTE_CIVIDIS)}}) {
+    const std::string map = v.colormap != TM_COLORMAP_DIVERGING ? ", colormap " + std::to_string(v.colormap) : "";
     cases.push_back({"values cell " + std::to_string(v.cell) + " at (" + std::to_string(v.row) + ", " +
-                         std::to_string(v.col) + ")" + (v.colormap != TM_COLORMAP_DIVERGING ? ", colormap " + std::to_string(v.colormap) : ""),
+                         std::to_string(v.col) + ")" + map,
                      {{std::nullopt, {kRows, kCols}}},
                      {ci(TM_ATTR_SOURCE, TM_RENDER_SOURCE_VALUES), ci(TM_ATTR_ROW_BEGIN, static_cast<int64_t>(v.row)),
                       ci(TM_ATTR_COL_BEGIN, static_cast<int64_t>(v.col)), ci(TM_ATTR_CELL, static_cast<int64_t>(v.cell)),
