@@ -205,7 +205,10 @@ try {
   check(!!tokens && (await tokens.textContent()).includes('show all'), 'the vocabulary is collapsed');
   await tokens.$eval('button', (b) => b.click());
   await page.fill('#metadata-entries tr[data-key="tokenizer.ggml.tokens"] input[type="search"]', 'the');
-  await page.waitForSelector('#metadata-entries tr[data-key="tokenizer.ggml.tokens"] .array-items tr');
+  await page.waitForFunction(() => {
+    const cells = [...document.querySelectorAll('#metadata-entries tr[data-key="tokenizer.ggml.tokens"] .array-items td:last-child')];
+    return cells.length > 0 && cells.length < 100;
+  });
   const found = await page.$$eval('#metadata-entries tr[data-key="tokenizer.ggml.tokens"] .array-items td:last-child', (tds) => tds.map((td) => td.textContent));
   check(found.length > 0 && found.every((t) => t.toLowerCase().includes('the')), `searching the vocabulary finds matching tokens (${found.slice(0, 4)})`);
   await page.fill('#metadata-filter', 'context_length');

@@ -8,7 +8,7 @@ import { fmt, unravel } from '../lib/format.js';
 import * as H from '../lib/heatmap.js';
 import * as S from '../lib/state.js';
 
-const kMinCellPixels = 36, kMaxWindow = 64, kRuler = 22;
+const kMinCellPixels = 30, kMaxWindow = 64, kRuler = 22;
 
 /** Nice tick spacing (1, 2, 5 x 10^k) for about `target` ticks over `span` elements. */
 function tickStep(span, target) {
@@ -82,7 +82,7 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
 
   const redraw = () => {
     const v = viewerRef.current, i = infoRef.current;
-    if (!v || !i) return;
+    if (!v || !i || !topRef.current) return;
     drawRuler(topRef.current, v, i, true);
     drawRuler(leftRef.current, v, i, false);
     drawStrip(rightRef.current, v, i, stripsRef.current, false);

@@ -26,9 +26,10 @@ function useApi(path, params, deps) {
 const percent = (n, total) => (total > 0 ? `${Number(((100 * n) / total).toPrecision(3))}%` : '');
 
 function Statistics({ ckptId, name }) {
-  const [recompute, setRecompute] = useState(false);
-  const { data: s, error, busy } = useApi('/api/stats', { ckpt: ckptId, tensor: name, recompute: recompute ? 1 : 0 }, [ckptId, name, recompute]);
-  useEffect(() => setRecompute(false), [name]);
+  // Each press of "recompute" reads the tensor again (a count, so that every press asks anew).
+  const [recompute, setRecompute] = useState(0);
+  const { data: s, error, busy } = useApi('/api/stats', { ckpt: ckptId, tensor: name, recompute: recompute > 0 ? 1 : 0 }, [ckptId, name, recompute]);
+  useEffect(() => setRecompute(0), [name]);
   const rows = s ? [
     ['count', count(s.count)], ['finite', count(s.finite)], ['NaN', count(s.nan)], ['+Inf', count(s.pos_inf)], ['-Inf', count(s.neg_inf)],
     ['zeros', `${count(s.zeros)} ${s.count ? `(${percent(s.zeros, s.count)})` : ''}`], ['min', fmt(s.min)], ['max', fmt(s.max)], ['absmax', fmt(s.absmax)],
@@ -37,7 +38,7 @@ function Statistics({ ckptId, name }) {
   const exportRows = s ? [{ statistic: 'source', value: s.source }, ...['count', 'finite', 'nan', 'pos_inf', 'neg_inf', 'zeros', 'min', 'max', 'absmax', 'mean', 'std', 'outlier_score'].map((k) => ({ statistic: k, value: s[k] }))] : [];
   return (
     <Section title="Statistics" id="statistics" actions={<>
-      <button type="button" class="small" id="recompute" title="read every element again and compute exactly" onClick={() => setRecompute(true)}>recompute</button>
+      <button type="button" class="small" id="recompute" title="read every element again and compute exactly" onClick={() => setRecompute(recompute + 1)}>recompute</button>
       <ExportButtons name={`${name}-statistics`} rows={exportRows} columns={[{ key: 'statistic' }, { key: 'value' }]} />
     </>}>
       <ErrorNote error={error} what="Statistics" />

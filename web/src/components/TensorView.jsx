@@ -64,14 +64,16 @@ export function TensorView() {
 
   useEffect(() => { palettes().then((p) => setPaletteList(p.palettes || []), () => setPaletteList([])); }, []);
 
+  // The previous tensor stays on screen until the next one's description arrives: the heatmap is
+  // never torn down between tensors, so nothing jumps while the new tiles stream in.
   useEffect(() => {
-    setInfo(null); setError(null); setTileError(null); setConsent(null); setJumpNote(null);
+    setError(null); setTileError(null); setConsent(null); setJumpNote(null);
     if (!name) return undefined;
     let live = true;
     api('/api/tensor', { ckpt: ckptId, tensor: name }).then(async (i) => {
       // Before the index is built the robust ranges come from exact statistics computed now.
       if (!i.summary) { try { i.summary = await api('/api/stats', { ckpt: ckptId, tensor: name }); } catch { /* defaults below */ } }
-      if (live) setInfo(i);
+      if (live) setInfo({ ...i, ckpt: ckptId });
     }, (e) => live && setError(e));
     return () => { live = false; };
   }, [name, ckptId]);
@@ -81,7 +83,7 @@ export function TensorView() {
     setStrips(null);
     if (!info || info.view.folded || stripStat === 'off') return undefined;
     let live = true;
-    api('/api/channels', { ckpt: ckptId, tensor: info.name, stat: stripStat }).then((c) => {
+    api('/api/channels', { ckpt: info.ckpt, tensor: info.name, stat: stripStat }).then((c) => {
       if (!live) return;
       const max = (v) => v.reduce((m, x) => (x > m ? x : m), 0);
       const s = { stat: stripStat, rows: c.rows, cols: c.cols, rowMax: max(c.rows), colMax: max(c.cols) };
@@ -132,7 +134,7 @@ export function TensorView() {
     if (!info || !viewerRef.current) return;
     setJumpNote({ busy: true, what });
     try {
-      const r = await api('/api/locate', { ckpt: ckptId, tensor: info.name, what });
+      const r = await api('/api/locate', { ckpt: info.ckpt, tensor: info.name, what });
       if (!r.found) { setJumpNote({ what, text: what === 'nonfinite' ? 'no NaN or Inf in this tensor' : 'no finite value' }); return; }
       H.zoomToElements(viewerRef.current, r.view_row, r.view_col, 1, 1, info.zoom.pixels_per_element, true);
       setJumpNote({ what, text: `${r.kind === 'value' ? 'largest |value|' : `first ${r.kind}`} at [${r.coords.join(', ')}] = ${r.text}`, result: r });
@@ -152,6 +154,7 @@ export function TensorView() {
   if (!name) return <Empty title="No tensor selected">Pick one in the tree, press <kbd>j</kbd>, or open the overview.</Empty>;
   if (error) return <div class="tensor-view"><ErrorNote error={error} what={`Opening ${name}`} /></div>;
   if (!info || !h) return <div class="tensor-view"><div class="tensor-head"><h2><Dotted name={name} /></h2></div><Empty title="Opening…" /></div>;
+  const opening = info.name !== name || info.ckpt !== ckptId;
 
   const s = info.summary;
   const bad = s ? s.nan + s.pos_inf + s.neg_inf : 0;
@@ -166,7 +169,7 @@ export function TensorView() {
   return (
     <div class="tensor-view" id="tensor-view">
       <div class="tensor-head">
-        <h2 id="title" title={info.name}><Dotted name={info.name} /></h2>
+        <h2 id="title" title={name}><Dotted name={name} />{opening && <span class="dim"> · opening…</span>}</h2>
         <div class="facts-line">
           <span class="badge dtype">{info.dtype}</span> <span>{shapeText(info.shape)}</span>
           <span class="dim"> · {count(info.elements)} elements · {bytes(info.bytes)} · {info.file_name} @ byte {count(info.offset)}</span>
@@ -190,7 +193,7 @@ export function TensorView() {
         <button type="button" class="small" id="export-png" title="download the view as PNG with its colour bar" onClick={exportPng}>PNG</button>
       </div>
       {jumpNote && <div class="note" id="jump-note">{jumpNote.busy ? 'searching…' : jumpNote.error ? <ErrorNote error={jumpNote.error} what="Finding it" /> : jumpNote.text}</div>}
-      <HeatmapPane info={info} ckptId={ckptId} tileQuery={tileQuery} strips={strips}
+      <HeatmapPane info={info} ckptId={info.ckpt} tileQuery={tileQuery} strips={strips}
         onViewer={(v) => { viewerRef.current = v; }} onTileError={onTileError}
         banner={<>
           {consent && <div class="banner approx" id="approx-badge" title={consent.detail}>Approximate: rendered with the “{consent.rung}” rung you consented to — {consent.detail}</div>}
