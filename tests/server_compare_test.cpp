@@ -78,7 +78,7 @@ class ServerCompare : public ::testing::Test {
     EXPECT_TRUE(res) << path;
     if (!res) return {};
     EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
     return json::parse(res->body);
   }
   static std::vector<float> decoded(const std::string& file, const std::string& tensor) {

@@ -50,7 +50,7 @@ class ServerCompute : public ::testing::Test {
     EXPECT_TRUE(res) << path;
     if (!res) return {};
     EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
     return json::parse(res->body);
   }
   static void post(const std::string& path, const std::string& body) {

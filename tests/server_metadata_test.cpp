@@ -63,7 +63,7 @@ class ServerMetadata : public ::testing::Test {
     EXPECT_TRUE(res) << path;
     if (!res) return {};
     EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
     return json::parse(res->body);
   }
   // The value of fact `key` in a /api/metadata answer (null when absent).

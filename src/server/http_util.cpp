@@ -1,5 +1,7 @@
 #include "server/http_util.h"
 
+#include "server/compression.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -9,7 +11,7 @@ namespace tensormorph::server {
 void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
 }
 
 void reply_error(httplib::Response& res, const Status& status, const std::string& hint) {

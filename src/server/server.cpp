@@ -10,6 +10,7 @@
 #include <httplib.h>
 
 #include "server/api.h"
+#include "server/compression.h"
 #include "server/guarded_http.h"
 #include "server/http_util.h"
 #include "server/request_policy.h"
@@ -114,6 +115,7 @@ Result<std::unique_ptr<ViewerServer>> ViewerServer::create(const std::vector<std
   });
   // Headers and body go out in separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
   http->set_tcp_nodelay(true);
+  http->set_post_routing_handler(compress_response);
   http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     reply_error(res, Status::Internal("unexpected failure while answering"));
   });
@@ -124,6 +126,7 @@ Result<std::unique_ptr<ViewerServer>> ViewerServer::create(const std::vector<std
   });
   const auto& web = server->options_.web_dir;
   if (!web.empty() && std::filesystem::exists(web / "index.html")) {
+    set_web_file_types(*http);
     http->set_mount_point("/", web.string());
   } else {
     http->Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kNoWebUi, "text/html"); });

@@ -35,6 +35,22 @@ async function loadModel(id) {
 }
 
 /** The tensors in tree order (for next / previous). */
+// Runs `then` once the first heatmap is drawn, or after 1.5 s.
+function afterFirstHeatmap(then) {
+  let done = false;
+  const observer = new PerformanceObserver((list) => { if (list.getEntries().some((e) => e.name === 'tm-heatmap-painted')) once(); });
+  const timer = setTimeout(() => once(), 1500);
+  function once() {
+    if (done) return;
+    done = true;
+    observer.disconnect();
+    clearTimeout(timer);
+    then();
+  }
+  observer.observe({ type: 'mark', buffered: true });
+}
+
+/** The tensors in the order the tree shows them (for next / previous). */
 export function tensorSequence() {
   const m = S.model.value;
   return m ? treeOrder(buildTree(m)) : [];
@@ -78,12 +94,20 @@ export function App() {
     return () => { window.removeEventListener('popstate', onPop); clearTimeout(timer); stopCompute(); };
   }, []);
 
-  // The model follows the checkpoint.
-  useEffect(() => effect(() => {
-    const id = S.ckpt.value;
-    S.model.value = null;
-    loadModel(id).catch(setLoadError);
-  }), []);
+  // The model follows the checkpoint. A page opened on a tensor draws it first: the listing
+  // (megabytes for a large model) waits until its tiles are in, or a second and a half.
+  useEffect(() => {
+    let first = S.view.value === 'tensor' && !!S.tensorName.value;
+    return effect(() => {
+      const id = S.ckpt.value;
+      S.model.value = null;
+      const load = () => loadModel(id).catch(setLoadError);
+      if (!first) { load(); return undefined; }
+      first = false;
+      afterFirstHeatmap(load);
+      return undefined;
+    });
+  }, []);
 
   // The theme is an attribute of the document (CSS variables follow it).
   useEffect(() => effect(() => { document.documentElement.dataset.theme = S.theme.value; }), []);
@@ -108,9 +132,9 @@ export function App() {
         <main class="main-pane" id="main">
           <ErrorNote error={loadError} what="Loading the checkpoint" />
           {nothingServed ? <Empty title="Loading…" />
+            : view === 'tensor' ? <TensorView />
             : !m ? <Empty title="Reading the checkpoint's header…" />
             : view === 'overview' ? <Overview />
-            : view === 'tensor' ? <TensorView />
             : view === 'metadata' ? <MetadataView />
             : <CompareView />}
         </main>

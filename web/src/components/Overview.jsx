@@ -1,7 +1,7 @@
 // The whole model at a glance: for each stack a grid of blocks x roles coloured by a chosen
 // statistic (from the index, so nothing is read), lines of that statistic across blocks per
 // role, the most unusual tensors first, and a summary of the model on the right.
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 
 import { api } from '../lib/api.js';
 import { blockLines } from '../lib/charts.js';
@@ -22,14 +22,20 @@ const STATS = {
   diff: { label: 'difference vs B (‖a−b‖/‖a‖)', value: (t, d) => d?.get(t.name)?.rel_fro, numeric: true, needsB: true },
 };
 
-const kLabelWidth = 64, kHeaderHeight = 22;
+const kLabelWidth = 64;
+
+// Column labels that do not fit their column are drawn slanted, in a header tall enough for the longest.
+function headerHeight(labels, cellW) {
+  const longest = Math.max(0, ...labels.map((l) => l.length)) * 6.2;
+  return longest <= cellW - 4 ? 22 : Math.min(120, Math.ceil(longest * 0.72) + 14);
+}
 
 /** Value of the cell statistic for a tensor (undefined: not known). */
 const statOf = (stat, t, diffs) => STATS[stat].value(t, diffs);
 
 function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
   const canvasRef = useRef(null), boxRef = useRef(null);
-  const [width, setWidth] = useState(800);
+  const [width, setWidth] = useState(0);  // measured before the first paint; nothing is drawn at 0
   const blocks = stack.blockList;
   const roles = stack.roles;
   const byCell = useMemo(() => {
@@ -39,14 +45,16 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
   }, [tensors]);
   const dtypes = useMemo(() => [...new Set(tensors.map((t) => t.dtype))], [tensors]);
 
-  useEffect(() => {
+  useLayoutEffect(() => {
+    setWidth(boxRef.current.clientWidth);
     const ro = new ResizeObserver(() => boxRef.current && setWidth(boxRef.current.clientWidth));
     ro.observe(boxRef.current);
     return () => ro.disconnect();
   }, []);
 
-  const cellW = Math.max(14, Math.floor((width - kLabelWidth) / Math.max(1, roles.length)));
+  const cellW = Math.max(14, Math.floor((width - kLabelWidth - 90) / Math.max(1, roles.length)));
   const cellH = Math.max(6, Math.min(26, Math.floor(520 / Math.max(1, blocks.length))));
+  const kHeaderHeight = headerHeight(stack.labels, cellW);
   const geometry = { cellW, cellH, rows: blocks.length, cols: roles.length };
 
   // Colour scale. Shared: the grid's minimum to maximum. Per role: each column around its median,
@@ -83,9 +91,18 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
     return colorAt(colors, hi > lo ? (v - lo) / (hi - lo) : 0.5);
   };
 
+  // One colour per tensor, worked out when the statistic, the scale or the data change (not on
+  // every render: hovering re-renders the overview).
+  const fills = useMemo(() => {
+    const map = new Map();
+    for (const t of tensors) map.set(t, colorOf(t));
+    return map;
+  }, [tensors, stat, diffs, colors, ranges, dtypes]);
+
   useEffect(() => {
+    if (!width) return;
     const c = canvasRef.current, ratio = window.devicePixelRatio || 1;
-    const w = kLabelWidth + cellW * roles.length, h = kHeaderHeight + cellH * blocks.length;
+    const w = kLabelWidth + cellW * roles.length + (kHeaderHeight > 22 ? kHeaderHeight : 0), h = kHeaderHeight + cellH * blocks.length;
     c.width = Math.round(w * ratio); c.height = Math.round(h * ratio);
     c.style.width = `${w}px`; c.style.height = `${h}px`;
     const ctx = c.getContext('2d');
@@ -96,19 +113,26 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
     ctx.font = '11px system-ui, sans-serif';
     ctx.fillStyle = text;
     ctx.textBaseline = 'middle';
+    const slanted = kHeaderHeight > 22;
     roles.forEach((r, i) => {
       const label = stack.labels[i];
       ctx.save();
-      ctx.beginPath(); ctx.rect(kLabelWidth + i * cellW, 0, cellW - 2, kHeaderHeight); ctx.clip();
-      ctx.fillText(label, kLabelWidth + i * cellW + 2, kHeaderHeight / 2);
+      if (slanted) {
+        ctx.translate(kLabelWidth + i * cellW + 4, kHeaderHeight - 6);
+        ctx.rotate(-Math.PI / 4);
+        ctx.fillText(label, 0, 0);
+      } else {
+        ctx.fillText(label, kLabelWidth + i * cellW + 2, kHeaderHeight / 2);
+      }
       ctx.restore();
     });
     const labelEvery = Math.ceil(12 / cellH);
     blocks.forEach((b, j) => {
+      ctx.fillStyle = text;
       if (j % labelEvery === 0) ctx.fillText(String(b.block), 4, kHeaderHeight + j * cellH + cellH / 2);
       roles.forEach((r, i) => {
         const t = byCell.get(`${b.block}\u0000${r}`);
-        let fill = t ? colorOf(t) : null;
+        let fill = t ? fills.get(t) : null;
         if (fill === 'var(--cell-ok)') fill = ok;
         ctx.fillStyle = t ? fill || empty : 'transparent';
         ctx.fillRect(kLabelWidth + i * cellW, kHeaderHeight + j * cellH, cellW - 1, cellH - 1);
@@ -121,7 +145,7 @@ function Grid({ stack, tensors, stat, diffs, colors, perRole, onHover }) {
     });
     // The first meaningful paint (the benchmark reads this mark): cells coloured by statistics.
     if (colors && tensors.some((t) => t.stats) && !performance.getEntriesByName('tm-overview-painted').length) performance.mark('tm-overview-painted');
-  });
+  }, [width, fills, cellW, cellH, kHeaderHeight, stat, S.theme.value]);
 
   const cellAt = (e) => {
     const rect = canvasRef.current.getBoundingClientRect();
@@ -175,14 +199,16 @@ function RoleLines({ stack, tensors, stat, diffs }) {
     }
     const shown = series.filter((s) => s.values.some((v) => v !== null));
     const labelToRole = new Map(shown.map((s) => [s.label, s.role]));
-    const plot = blockLines(ref.current, {
+    // Drawn just after the grid, so that the grid paints first.
+    let plot = null;
+    const timer = setTimeout(() => { plot = blockLines(ref.current, {
       blocks, series: shown, width: Math.max(320, ref.current.clientWidth), height: 220, log, onHover: setHover,
       onPoint: (label, block) => {
         const t = tensors.find((x) => x.block === block && x.role === labelToRole.get(label));
         if (t) S.go({ tensor: t.name, view: 'tensor' });
       },
-    });
-    return () => plot.destroy();
+    }); }, 0);
+    return () => { clearTimeout(timer); if (plot) plot.destroy(); };
   }, [stack, tensors, stat, diffs, log]);
   if (!STATS[stat].numeric || stack.blockList.length < 2) return null;
   return (

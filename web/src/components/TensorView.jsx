@@ -51,7 +51,6 @@ function RangeInputs({ lo, hi, onChange }) {
 
 export function TensorView() {
   const name = S.tensorName.value, ckptId = S.ckpt.value;
-  const t = S.currentTensor.value;
   const [info, setInfo] = useState(null);
   const [error, setError] = useState(null);
   const [tileError, setTileError] = useState(null);

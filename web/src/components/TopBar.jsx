@@ -7,6 +7,10 @@ import { matcher } from '../lib/model.js';
 import * as S from '../lib/state.js';
 import { Progress } from './ui.jsx';
 
+// The last component of a path as the user gave it ("demo" for /tmp/demo/); the full path is in
+// the button's title and the list.
+const baseName = (path) => path.split('/').filter(Boolean).pop() || path;
+
 function CheckpointPicker() {
   const [open, setOpen] = useState(false);
   const list = S.checkpoints.value;
@@ -16,7 +20,7 @@ function CheckpointPicker() {
     <div class="ckpt-picker">
       <button type="button" id="checkpoint" class="ckpt-button" aria-haspopup="listbox" aria-expanded={open}
         title={current.path} onClick={() => setOpen(!open)}>
-        <span class="ckpt-name">{current.name}</span>
+        <span class="ckpt-name">{baseName(current.name)}</span>
         <span class="ckpt-meta">{current.format} · {shortCount(current.parameters)} params · {bytes(current.bytes)}</span>
         <span class="chevron">▾</span>
       </button>

@@ -8,7 +8,7 @@ import { buildTree, matcher, nonFinite, outlierBadge, describeNonFinite, shortNa
 import * as S from '../lib/state.js';
 import { Dotted } from './ui.jsx';
 
-const kMaxRows = 400;
+const kMaxRows = 150;
 
 function TensorRow({ t, label, selected }) {
   const bad = nonFinite(t);
@@ -30,10 +30,15 @@ function TensorRow({ t, label, selected }) {
   );
 }
 
-function blockFlags(tensors) {
-  let bad = 0, outliers = 0;
-  for (const t of tensors) { if (nonFinite(t) > 0) ++bad; if (outlierBadge(t)) ++outliers; }
-  return { bad, outliers };
+const flags = new WeakMap();
+/** How many tensors of a block hold NaN/Inf and how many carry an outlier badge (once per block). */
+function blockFlags(block) {
+  if (!flags.has(block)) {
+    let bad = 0, outliers = 0;
+    for (const t of block.tensors) { if (nonFinite(t) > 0) ++bad; if (outlierBadge(t)) ++outliers; }
+    flags.set(block, { bad, outliers });
+  }
+  return flags.get(block);
 }
 
 export function Tree() {
@@ -65,7 +70,7 @@ export function Tree() {
     return (
       <div class="tree" role="tree" id="tree">
         <div class="tree-note">{hits.length === 0 ? 'no tensor matches' : `${count(hits.length)} match${hits.length === 1 ? '' : 'es'}`}</div>
-        {hits.slice(0, kMaxRows).map((t) => <TensorRow t={t} label={t.name} selected={t.name === selected} />)}
+        {hits.slice(0, kMaxRows).map((t) => <TensorRow key={t.name} t={t} label={t.name} selected={t.name === selected} />)}
         {hits.length > kMaxRows && <div class="tree-note">{count(hits.length - kMaxRows)} more — add a word to narrow the search</div>}
       </div>
     );
@@ -79,17 +84,17 @@ export function Tree() {
         return (
           <div class="stack" role="group">
             <button type="button" class="group-head" aria-expanded={isOpen} onClick={() => toggle(key)}>
-              <span class="chevron">{isOpen ? '▾' : '▸'}</span>{node.label}<span class="dim"> · {node.blockList.length} blocks</span>
+              <span class="chevron">{isOpen ? '▾' : '▸'}</span><Dotted name={node.label} /><span class="dim"> · {node.blockList.length} blocks</span>
             </button>
             {isOpen && node.blockList.map((b) => {
-              const bkey = `${node.key}#${b.block}`, bOpen = open.has(bkey), flags = blockFlags(b.tensors);
+              const bkey = `${node.key}#${b.block}`, bOpen = open.has(bkey), f = blockFlags(b);
               return (
                 <div class="block" role="group">
                   <button type="button" class="block-head" aria-expanded={bOpen} data-block={b.block} onClick={() => toggle(bkey)}>
                     <span class="chevron">{bOpen ? '▾' : '▸'}</span>block {b.block}
                     <span class="dim"> · {b.tensors.length}</span>
-                    {flags.bad > 0 && <span class="badge bad">NaN/Inf</span>}
-                    {flags.outliers > 0 && <span class="badge outlier">{flags.outliers} outlier{flags.outliers === 1 ? '' : 's'}</span>}
+                    {f.bad > 0 && <span class="badge bad">NaN/Inf</span>}
+                    {f.outliers > 0 && <span class="badge outlier">{f.outliers} outlier{f.outliers === 1 ? '' : 's'}</span>}
                   </button>
                   {bOpen && b.tensors.map((t) => <TensorRow t={t} label={shortName(t)} selected={t.name === selected} />)}
                 </div>

@@ -25,6 +25,12 @@ export function q(params) {
 /** GET (or POST with `body`) a route; resolves the parsed JSON, rejects with ApiError. */
 export async function api(path, params, options = {}) {
   const url = params ? `${path}?${q(params)}` : path;
+  const early = window.__tmPrefetch && window.__tmPrefetch[url];
+  if (early && options.body === undefined) {
+    delete window.__tmPrefetch[url];
+    const answer = await early;
+    if (answer !== null) return answer;  // else ask again, to get the error itself
+  }
   const init = options.body !== undefined
     ? { method: 'POST', body: JSON.stringify(options.body), headers: { 'Content-Type': 'application/json' }, signal: options.signal }
     : { signal: options.signal };

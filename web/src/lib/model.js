@@ -56,8 +56,15 @@ export function matcher(text) {
   };
 }
 
-/** The tree: top-level tensors in file order, and stacks of numbered blocks of tensors. */
+const trees = new WeakMap();
+/** The tree: top-level tensors in file order, and stacks of numbered blocks of tensors (made
+ *  once per model). */
 export function buildTree(model) {
+  if (!trees.has(model)) trees.set(model, makeTree(model));
+  return trees.get(model);
+}
+
+function makeTree(model) {
   const stacks = new Map();
   const roots = [];
   for (const t of model.tensors) {
@@ -87,8 +94,14 @@ export function roleOrder(model) {
   return order;
 }
 
+const orders = new WeakMap();
 /** Tensors in the order the tree shows them (for next/previous). */
 export function treeOrder(tree) {
+  if (!orders.has(tree)) orders.set(tree, makeOrder(tree));
+  return orders.get(tree);
+}
+
+function makeOrder(tree) {
   const out = [];
   for (const n of tree) {
     if (n.kind === 'tensor') out.push(n.tensor);
