@@ -6,8 +6,15 @@ import argparse, concurrent.futures, http.client, json, random, time, urllib.par
 
 def get(conn, path):
     t0 = time.perf_counter()
-    conn.request("GET", path)
-    r = conn.getresponse()
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        # The server ends a kept-alive connection after 100 requests; a browser opens another.
+        conn.close()
+        t0 = time.perf_counter()
+        conn.request("GET", path)
+        r = conn.getresponse()
     body = r.read()
     return time.perf_counter() - t0, r.status, len(body)
 

@@ -122,6 +122,26 @@ TEST_F(ServerApi, ListsCheckpointsAndSearchesTensors) {
   }
 }
 
+// Large answers go out gzip-compressed at a fast level to clients that take gzip (a browser asks
+// for Brotli too, which the library would produce at its slowest quality), and plain to others.
+TEST_F(ServerApi, LargeAnswersAreGzippedForClientsThatAcceptIt) {
+  httplib::Client client("127.0.0.1", port_);
+  client.set_decompress(false);
+  auto packed = client.Get("/api/tensors?ckpt=0", {{"Accept-Encoding", "gzip, deflate, br"}});
+  ASSERT_TRUE(packed);
+  EXPECT_EQ(packed->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_EQ(packed->get_header_value("Content-Length"), std::to_string(packed->body.size()));
+  auto plain = client.Get("/api/tensors?ckpt=0", {{"Accept-Encoding", "identity"}});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->has_header("Content-Encoding"));
+  EXPECT_LT(packed->body.size() * 3, plain->body.size());
+  // What the library's own client makes of the compressed answer is the plain one.
+  httplib::Client unpacking("127.0.0.1", port_);
+  auto unpacked = unpacking.Get("/api/tensors?ckpt=0", {{"Accept-Encoding", "gzip"}});
+  ASSERT_TRUE(unpacked);
+  EXPECT_EQ(unpacked->body, plain->body);
+}
+
 TEST_F(ServerApi, LocateFindsThePlantedNaNThroughTheIndexAndTheLargestMagnitude) {
   const std::string t = "model.layers.2.mlp.down_proj.weight";  // NaN at [7, 11], +Inf at [100, 200]
   const json nan = get_json("/api/locate?ckpt=0&tensor=" + t + "&what=nonfinite");
