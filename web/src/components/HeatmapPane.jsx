@@ -27,8 +27,11 @@ function drawRuler(canvas, viewer, info, horizontal) {
   const ppe = info.zoom.pixels_per_element, rows = info.view.rows, cols = info.view.cols;
   const v = H.visibleRange(viewer, ppe, rows, cols);
   const [a, b] = horizontal ? [v.c0, v.c1] : [v.r0, v.r1];
-  const length = horizontal ? box.width : box.height;
-  const step = tickStep(b - a, length / (horizontal ? 90 : 40));
+  // Ticks spaced by the screen length the visible elements take (the image may not fill the ruler).
+  const from = horizontal ? H.elementToScreen(viewer, 0, a, ppe).x : H.elementToScreen(viewer, a, 0, ppe).y;
+  const to = horizontal ? H.elementToScreen(viewer, 0, b, ppe).x : H.elementToScreen(viewer, b, 0, ppe).y;
+  const length = Math.max(1, Math.min(horizontal ? box.width : box.height, to - from));
+  const step = tickStep(b - a, length / (horizontal ? 70 : 40));
   const style = getComputedStyle(document.documentElement);
   ctx.fillStyle = style.getPropertyValue('--text-dim').trim();
   ctx.strokeStyle = style.getPropertyValue('--border').trim();
@@ -188,7 +191,7 @@ export function HeatmapPane({ info, ckptId, tileQuery, onViewer, onTileError, st
     const id = ckptId, index = info.index;
     const source = H.tileSource(info.zoom, (l, x, y) => `/api/tile/${id}/${index}/${l}/${x}/${y}.png?${tileQuery}`, onTileError);
     const at = S.viewport.value, restore = at && S.tensorName.value === info.name ? at : null;
-    H.openAt(v, source, restore, restore ? null : H.readableStart(info.view.rows, info.view.cols, info.zoom.pixels_per_element));
+    H.openAt(v, source, restore, restore ? null : H.readableStart(v, info.view.rows, info.view.cols, info.zoom.pixels_per_element));
     window.__tm.pixelsPerElement = info.zoom.pixels_per_element;
     window.__tm.tensorInfo = info;
   }, [info, tileQuery]);

@@ -74,7 +74,7 @@ function Histogram({ ckptId, name, range, approximate }) {
       color: style.getPropertyValue('--accent').trim() || '#4666c8', onRange: (x, y) => setSpan([x, y]) });
     window.__tm.histogram = { tensor: name, ...h, log };
     return () => plotRef.current.destroy();
-  }, [h, log]);
+  }, [h, log, S.theme.value]);
   return (
     <div class="histogram-box">
       <div class="row">

@@ -209,7 +209,7 @@ function RoleLines({ stack, tensors, stat, diffs }) {
       },
     }); }, 0);
     return () => { clearTimeout(timer); if (plot) plot.destroy(); };
-  }, [stack, tensors, stat, diffs, log]);
+  }, [stack, tensors, stat, diffs, log, S.theme.value]);  // the axes take the theme's colours when made
   if (!STATS[stat].numeric || stack.blockList.length < 2) return null;
   return (
     <div class="role-lines">

@@ -68,11 +68,15 @@ export function openAt(viewer, source, at, start) {
   viewer.open(source);
 }
 
-/** The first view of a long matrix: its start, at most `ratio` times longer than wide, so that
- *  its rows stay readable (the whole of it is a "fit" away); null for other shapes. */
-export function readableStart(rows, cols, pixelsPerElement, ratio = 8) {
-  if (rows > ratio * cols) return { x: 0, y: 0, width: cols * pixelsPerElement, height: ratio * cols * pixelsPerElement };
-  if (cols > ratio * rows) return { x: 0, y: 0, width: ratio * rows * pixelsPerElement, height: rows * pixelsPerElement };
+/** The first view of a matrix over `ratio` times longer than wide: its start, fitted to the
+ *  viewer's width (a tall one) or height (a wide one), so that its rows stay readable (the whole of
+ *  it is a "fit" away, the minimap shows where the view is); null for other shapes. */
+export function readableStart(viewer, rows, cols, pixelsPerElement, ratio = 8) {
+  const box = viewer.container.getBoundingClientRect();
+  if (!(box.width > 0 && box.height > 0)) return null;
+  const aspect = box.height / box.width;
+  if (rows > ratio * cols) return { x: 0, y: 0, width: cols * pixelsPerElement, height: Math.min(rows, cols * aspect) * pixelsPerElement };
+  if (cols > ratio * rows) return { x: 0, y: 0, width: Math.min(cols, rows / aspect) * pixelsPerElement, height: rows * pixelsPerElement };
   return null;
 }
 
