@@ -5,19 +5,16 @@
 //   4 big.safetensors, 5 big-changed.safetensors: one 2048 x 2560 F16 matrix, and a copy with a planted change
 #include <gtest/gtest.h>
 
-#include <httplib.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/quantize/quantize.h"
 #include "engine/matrix_shape.h"
 #include "formats/safetensors/safetensors.h"
-#include "server/server.h"
+#include "served_for_test.h"
 #include "tensormorph/decode.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
@@ -52,34 +49,14 @@ class ServerCompare : public ::testing::Test {
       ASSERT_TRUE(safetensors::write_file(dir_->path() / name, std::span(&t, 1), {}).ok());
       paths.push_back((dir_->path() / name).string());
     }
-    auto session = engine::open_default_session("");
-    ASSERT_TRUE(session.ok()) << session.status().to_string();
-    server::ServerOptions options;
-    options.port = 0;
-    auto created = server::ViewerServer::create(paths, options, std::move(session).value());
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    server_ = std::move(created).value().release();
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok()) << port.status().to_string();
-    port_ = *port;
-    thread_ = new std::thread([] { server_->run(); });
-    server_->wait_for_index();
+    auto served = testing::ServedForTest::start(paths, {});
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    served_ = std::move(served).value();
+    served_->wait_for_index();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    served_.reset();
     delete dir_;
-  }
-  static httplib::Result get(const std::string& path) { return httplib::Client("127.0.0.1", port_).Get(path.c_str()); }
-  static json get_json(const std::string& path, int status = 200) {
-    auto res = get(path);
-    EXPECT_TRUE(res) << path;
-    if (!res) return {};
-    EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
-    return json::parse(res->body);
   }
   static std::vector<float> decoded(const std::string& file, const std::string& tensor) {
     auto c = open_checkpoint(dir_->path() / file);
@@ -93,13 +70,11 @@ class ServerCompare : public ::testing::Test {
 
   static constexpr uint64_t kChangedRow = 1000, kChangedCol = 1234;
   static inline testing::TempDir* dir_ = nullptr;
-  static inline server::ViewerServer* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
+  static inline std::unique_ptr<testing::ServedForTest> served_;
 };
 
 TEST_F(ServerCompare, DiffListsEveryTensorMostChangedFirst) {
-  const json d = get_json("/api/diff?a=0&b=1");
+  const json d = served_->get_json("/api/diff?a=0&b=1");
   EXPECT_EQ(d["schema"], "tensormorph.diff/1");
   EXPECT_EQ(d["sort"], "rel_fro");
   EXPECT_EQ(d["matching"]["matched"], 48);
@@ -127,28 +102,28 @@ TEST_F(ServerCompare, DiffListsEveryTensorMostChangedFirst) {
     }
   }
   // Sorted by cosine, least similar first.
-  const json c = get_json("/api/diff?a=0&b=1&sort=cosine");
+  const json c = served_->get_json("/api/diff?a=0&b=1&sort=cosine");
   EXPECT_EQ(c["sort"], "cosine");
   EXPECT_LE(c["tensors"][0]["cosine"].get<double>(), c["tensors"][30]["cosine"].get<double>());
 }
 
 TEST_F(ServerCompare, DiffErrors) {
-  EXPECT_EQ(get_json("/api/diff?a=0", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/diff?a=0&b=9", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/diff?a=x&b=1", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/diff?a=0&b=1&sort=bogus", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/diff/tensor?a=0&b=1&tensor=nope", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/diff/tensor?a=0&b=1", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff?a=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff?a=0&b=9", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff?a=x&b=1", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff?a=0&b=1&sort=bogus", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff/tensor?a=0&b=1&tensor=nope", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff/tensor?a=0&b=1", 400)["code"], "INVALID_ARGUMENT");
   // One-sided tensors: the two gguf-ref files share no names with stories260K.
-  const json d = get_json("/api/diff?a=0&b=2");
+  const json d = served_->get_json("/api/diff?a=0&b=2");
   EXPECT_EQ(d["matching"]["matched"], 0);
   EXPECT_EQ(d["matching"]["only_a"].size(), 48u);
   EXPECT_EQ(d["matching"]["only_b"].size(), 23u);
-  EXPECT_EQ(get_json("/api/diff/tensor?a=0&b=2&tensor=blk.0.attn_q.weight", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff/tensor?a=0&b=2&tensor=blk.0.attn_q.weight", 404)["code"], "NOT_FOUND");
 }
 
 TEST_F(ServerCompare, DiffTensorHasGeometryAndAZeroCentredRange) {
-  const json t = get_json("/api/diff/tensor?a=4&b=5&tensor=w");
+  const json t = served_->get_json("/api/diff/tensor?a=4&b=5&tensor=w");
   EXPECT_EQ(t["max_abs"].get<double>(), 5.0 - static_cast<double>(f16_to_f32(f32_to_f16(static_cast<float>(std::sin(0.001 * (kChangedRow * kBigCols + kChangedCol)))))));
   EXPECT_EQ(t["counts"]["differing"], 1);
   EXPECT_EQ(t["max_abs_at"]["row"], kChangedRow);
@@ -160,36 +135,36 @@ TEST_F(ServerCompare, DiffTensorHasGeometryAndAZeroCentredRange) {
 }
 
 TEST_F(ServerCompare, DifferenceTilesFromValuesAndFromThePyramid) {
-  const json t = get_json("/api/diff/tensor?a=4&b=5&tensor=w");
+  const json t = served_->get_json("/api/diff/tensor?a=4&b=5&tensor=w");
   const int max_level = t["zoom"]["max_level"], min_level = t["zoom"]["min_level"];
   // Deepest level over the planted change: values of a - b.
   const std::string deep = "/api/diff/tile/4/5/0/" + std::to_string(max_level) + "/" + std::to_string(kChangedCol * 32 / 256) +
                            "/" + std::to_string(kChangedRow * 32 / 256) + ".png?lo=-5&hi=5";
-  auto res = get(deep);
+  auto res = served_->get(deep);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(res->get_header_value("Content-Type"), "image/png");
   EXPECT_EQ(res->get_header_value("X-Tensormorph-Source"), "difference values");
-  EXPECT_EQ(get(deep)->get_header_value("X-Tensormorph-Source"), "cache");
+  EXPECT_EQ(served_->get(deep)->get_header_value("X-Tensormorph-Source"), "cache");
   // The overview: one pixel per tile of the difference pyramid.
-  res = get("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/0/0.png?stat=absmax&lo=-5&hi=5");
+  res = served_->get("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/0/0.png?stat=absmax&lo=-5&hi=5");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(res->get_header_value("X-Tensormorph-Source"), "difference pyramid");
   // A small pair renders every level from values.
-  res = get("/api/diff/tile/0/1/1/" + std::to_string(get_json("/api/diff/tensor?a=0&b=1&tensor=blk.0.attn_q.weight")["zoom"]["min_level"].get<int>()) + "/0/0.png");
+  res = served_->get("/api/diff/tile/0/1/1/" + std::to_string(served_->get_json("/api/diff/tensor?a=0&b=1&tensor=blk.0.attn_q.weight")["zoom"]["min_level"].get<int>()) + "/0/0.png");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   // Errors.
-  EXPECT_EQ(get_json("/api/diff/tile/4/5/0/" + std::to_string(max_level + 1) + "/0/0.png", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/9/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/diff/tile/4/9/0/" + std::to_string(min_level) + "/0/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/diff/tile/4/5/7/" + std::to_string(min_level) + "/0/0.png", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/0/0.png?lo=1&hi=-1", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff/tile/4/5/0/" + std::to_string(max_level + 1) + "/0/0.png", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/9/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff/tile/4/9/0/" + std::to_string(min_level) + "/0/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff/tile/4/5/7/" + std::to_string(min_level) + "/0/0.png", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/diff/tile/4/5/0/" + std::to_string(min_level) + "/0/0.png?lo=1&hi=-1", 400)["code"], "INVALID_ARGUMENT");
 }
 
 TEST_F(ServerCompare, QuantizationErrorMeasuredAndWhatIf) {
-  const json m = get_json("/api/quant-error?ckpt=1&tensor=blk.0.attn_q.weight&reference=0");
+  const json m = served_->get_json("/api/quant-error?ckpt=1&tensor=blk.0.attn_q.weight&reference=0");
   EXPECT_EQ(m["mode"], "measured");
   EXPECT_EQ(m["quantized"], "Q5_0");
   EXPECT_EQ(m["reference"], "F32");
@@ -201,28 +176,28 @@ TEST_F(ServerCompare, QuantizationErrorMeasuredAndWhatIf) {
   EXPECT_EQ(m["block_elements"], 32);
   EXPECT_EQ(m["histogram"]["counts"].size(), 64u + 3);
   // Against ggml's own decoding the measured error is zero.
-  const json zero = get_json("/api/quant-error?ckpt=2&tensor=ref.Q4_K&reference=3&blocks=0");
+  const json zero = served_->get_json("/api/quant-error?ckpt=2&tensor=ref.Q4_K&reference=3&blocks=0");
   EXPECT_EQ(zero["max_abs"].get<double>(), 0.0);
   EXPECT_FALSE(zero.contains("blocks"));
-  const json w = get_json("/api/quant-error?ckpt=3&tensor=source&type=Q4_K");
+  const json w = served_->get_json("/api/quant-error?ckpt=3&tensor=source&type=Q4_K");
   EXPECT_EQ(w["mode"], "what-if");
   EXPECT_EQ(w["quantized"], "Q4_K");
   EXPECT_EQ(w["blocks"].size(), 64u * 512 / 256);
   EXPECT_GT(w["rmse"].get<double>(), 0);
   // Errors.
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=3&tensor=source", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=3&tensor=source&type=Q4_K&reference=2", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=3&tensor=source&type=F32", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=0&tensor=blk.0.ffn_down.weight&type=Q4_K", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=3&tensor=nope&type=Q4_K", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/quant-error?ckpt=0&tensor=output_norm.weight&reference=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=3&tensor=source", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=3&tensor=source&type=Q4_K&reference=2", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=3&tensor=source&type=F32", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=0&tensor=blk.0.ffn_down.weight&type=Q4_K", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=3&tensor=nope&type=Q4_K", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/quant-error?ckpt=0&tensor=output_norm.weight&reference=0", 400)["code"], "INVALID_ARGUMENT");
 }
 
 TEST_F(ServerCompare, BlockAnatomyOfStoredMeasuredAndWhatIfBlocks) {
   const auto want = decoded("dequantized.safetensors", "ref.Q4_K");
   const auto source = decoded("dequantized.safetensors", "source");
   const uint64_t row = 3, block = 1;
-  const json s = get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=1");
+  const json s = served_->get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=1");
   EXPECT_EQ(s["dtype"], "Q4_K");
   EXPECT_EQ(s["mode"], "stored");
   EXPECT_TRUE(s["described"].get<bool>());
@@ -238,11 +213,11 @@ TEST_F(ServerCompare, BlockAnatomyOfStoredMeasuredAndWhatIfBlocks) {
     EXPECT_EQ(v, s["decoded"][i].get<float>()) << i;
   }
   EXPECT_FALSE(s.contains("reference"));
-  const json m = get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=1&reference=3");
+  const json m = served_->get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=1&reference=3");
   ASSERT_EQ(m["error"].size(), 256u);
   for (const auto& e : m["error"]) EXPECT_EQ(e.get<double>(), 0.0);
   // What-if: ggml's reference quantizer gives the bytes ggml wrote.
-  const json w = get_json("/api/block?ckpt=3&tensor=source&row=3&block=1&type=Q4_K");
+  const json w = served_->get_json("/api/block?ckpt=3&tensor=source&row=3&block=1&type=Q4_K");
   EXPECT_EQ(w["mode"], "what-if");
   EXPECT_EQ(w["raw"], s["raw"]);
   for (uint32_t i = 0; i < 256; ++i) {
@@ -250,18 +225,18 @@ TEST_F(ServerCompare, BlockAnatomyOfStoredMeasuredAndWhatIfBlocks) {
     EXPECT_EQ(w["error"][i].get<float>(), w["decoded"][i].get<float>() - w["reference"][i].get<float>());
   }
   // A legacy block measured against the F32 original: d, decoded values, reference values.
-  const json q = get_json("/api/block?ckpt=1&tensor=blk.0.attn_q.weight&row=5&block=1&reference=0");
+  const json q = served_->get_json("/api/block?ckpt=1&tensor=blk.0.attn_q.weight&row=5&block=1&reference=0");
   EXPECT_EQ(q["dtype"], "Q5_0");
   EXPECT_TRUE(q["fields"].contains("d"));
   EXPECT_FALSE(q["fields"].contains("m"));
   const auto original = decoded("stories260K.gguf", "blk.0.attn_q.weight");
   for (uint32_t i = 0; i < 32; ++i) EXPECT_EQ(q["reference"][i].get<float>(), original[5 * 64 + 32 + i]);
   // Errors.
-  EXPECT_EQ(get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=2", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=64&block=0", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/block?ckpt=3&tensor=source&row=0&block=0", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/block?ckpt=3&tensor=nope&row=0&block=0", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=0&block=0&reference=0", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=3&block=2", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=64&block=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/block?ckpt=3&tensor=source&row=0&block=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/block?ckpt=3&tensor=nope&row=0&block=0", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/block?ckpt=2&tensor=ref.Q4_K&row=0&block=0&reference=0", 404)["code"], "NOT_FOUND");
 }
 
 }  // namespace

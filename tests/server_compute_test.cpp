@@ -3,14 +3,10 @@
 // say what to change, and the palettes tiles take.
 #include <gtest/gtest.h>
 
-#include <httplib.h>
-
-#include <thread>
-
 #include <nlohmann/json.hpp>
 
 #include "formats/demo/demo_checkpoint.h"
-#include "server/server.h"
+#include "served_for_test.h"
 #include "test_util.h"
 
 namespace tensormorph {
@@ -24,61 +20,34 @@ class ServerCompute : public ::testing::Test {
     dir_ = new testing::TempDir();
     setenv("TENSORMORPH_CONFIG", (dir_->path() / "settings.json").c_str(), 1);
     ASSERT_TRUE(demo::write_demo_checkpoint(dir_->path() / "demo").ok());
-    auto session = engine::open_default_session("");
-    ASSERT_TRUE(session.ok()) << session.status().to_string();
-    server::ServerOptions options;
-    options.port = 0;
-    auto created = server::ViewerServer::create({(dir_->path() / "demo").string()}, options, std::move(session).value());
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    server_ = std::move(created).value().release();
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok()) << port.status().to_string();
-    port_ = *port;
-    thread_ = new std::thread([] { server_->run(); });
-    server_->wait_for_index();
+    auto served = testing::ServedForTest::start({(dir_->path() / "demo").string()}, {});
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    served_ = std::move(served).value();
+    served_->wait_for_index();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    served_.reset();
     delete dir_;
   }
-  static httplib::Result get(const std::string& path) { return httplib::Client("127.0.0.1", port_).Get(path.c_str()); }
-  static json get_json(const std::string& path, int status = 200) {
-    auto res = get(path);
-    EXPECT_TRUE(res) << path;
-    if (!res) return {};
-    EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
-    return json::parse(res->body);
-  }
-  static void post(const std::string& path, const std::string& body) {
-    auto res = httplib::Client("127.0.0.1", port_).Post(path.c_str(), body, "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << path << " " << body << ": " << res->body;
-  }
   static std::string overview_tile() {
-    const json info = get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
+    const json info = served_->get_json("/api/tensor?ckpt=0&tensor=model.embed_tokens.weight");
     return "/api/tile/0/0/" + std::to_string(info["zoom"]["min_level"].get<int>()) + "/0/0.png?lo=-0.0123&hi=0.0123";
   }
 
   static inline testing::TempDir* dir_ = nullptr;
-  static inline server::ViewerServer* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
+  static inline std::unique_ptr<testing::ServedForTest> served_;
 };
 
 TEST_F(ServerCompute, RecordsNameTheirTensorAndTheSummaryCountsSinceStart) {
-  const json before = get_json("/api/compute");
+  const json before = served_->get_json("/api/compute");
   ASSERT_TRUE(before.contains("summary")) << before.dump();
   ASSERT_TRUE(before.contains("consent_sequence")) << before.dump();
   const uint64_t operations = before["summary"]["operations"];
   const std::string t = "model.layers.0.self_attn.q_proj.weight";
-  const json stats = get_json("/api/stats?ckpt=0&tensor=" + t + "&recompute=1");
+  const json stats = served_->get_json("/api/stats?ckpt=0&tensor=" + t + "&recompute=1");
   ASSERT_FALSE(stats["records"].empty());
   for (const auto& r : stats["records"]) EXPECT_EQ(r["tensor"], t);
-  const json after = get_json("/api/compute");
+  const json after = served_->get_json("/api/compute");
   const json& summary = after["summary"];
   EXPECT_EQ(summary["operations"].get<uint64_t>(), operations + stats["records"].size());
   uint64_t by_backend = 0;
@@ -93,19 +62,19 @@ TEST_F(ServerCompute, RecordsNameTheirTensorAndTheSummaryCountsSinceStart) {
 
 TEST_F(ServerCompute, ConsentedOperationsAreCountedAndTheRequestsNumbered) {
   const std::string tile = overview_tile() + "&palette=coolwarm";
-  const uint64_t sequence_before = get_json("/api/compute")["consent_sequence"];
-  post("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})");
-  const json refused = get_json(tile, 409);
+  const uint64_t sequence_before = served_->get_json("/api/compute")["consent_sequence"];
+  served_->post_ok("/api/settings", R"({"key": "compute.memory_budget", "value": "285000"})");
+  const json refused = served_->get_json(tile, 409);
   ASSERT_FALSE(refused["ladder"].empty()) << refused.dump();
-  const json waiting = get_json("/api/compute");
+  const json waiting = served_->get_json("/api/compute");
   EXPECT_EQ(waiting["consent_sequence"].get<uint64_t>(), sequence_before + 1);
   EXPECT_EQ(waiting["consent_requests"].back()["sequence"], waiting["consent_sequence"]);
   const std::string rung = refused["ladder"][0]["id"];
-  auto consented = get(tile + "&consent=" + rung);
+  auto consented = served_->get(tile + "&consent=" + rung);
   ASSERT_TRUE(consented);
   EXPECT_EQ(consented->status, 200) << consented->body;
-  post("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})");
-  const json summary = get_json("/api/compute")["summary"];
+  served_->post_ok("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})");
+  const json summary = served_->get_json("/api/compute")["summary"];
   EXPECT_GE(summary["consented"].get<uint64_t>(), 1u);
   EXPECT_GE(summary["approximate"].get<uint64_t>(), 1u);
   ASSERT_FALSE(summary["consents"].empty());
@@ -119,27 +88,27 @@ TEST_F(ServerCompute, ConsentedOperationsAreCountedAndTheRequestsNumbered) {
 
 TEST_F(ServerCompute, RefusalsSayWhatToChange) {
   const std::string stats = "/api/stats?ckpt=0&tensor=model.norm.weight&recompute=1";
-  post("/api/compute", R"({"never": ["cpu"]})");
-  const json excluded = get_json(stats, 422);
+  served_->post_ok("/api/compute", R"({"never": ["cpu"]})");
+  const json excluded = served_->get_json(stats, 422);
   EXPECT_EQ(excluded["code"], "FAILED_PRECONDITION") << excluded.dump();
   EXPECT_NE(excluded["hint"].get<std::string>().find("allow a backend"), std::string::npos) << excluded.dump();
   EXPECT_NE(excluded["error"].get<std::string>().find("never (constraint)"), std::string::npos) << excluded.dump();
-  post("/api/compute", R"({"mode": "auto"})");
+  served_->post_ok("/api/compute", R"({"mode": "auto"})");
 
-  post("/api/settings", R"({"key": "compute.memory_budget", "value": "16"})");
-  const json over = get_json(stats, 422);
+  served_->post_ok("/api/settings", R"({"key": "compute.memory_budget", "value": "16"})");
+  const json over = served_->get_json(stats, 422);
   EXPECT_EQ(over["code"], "RESOURCE_EXHAUSTED") << over.dump();
   EXPECT_NE(over["hint"].get<std::string>().find("raise the memory budget (now 16 bytes) to at least"), std::string::npos)
       << over.dump();
-  post("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})");
-  EXPECT_EQ(get_json(stats)["source"], "computed");
+  served_->post_ok("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})");
+  EXPECT_EQ(served_->get_json(stats)["source"], "computed");
   // Other errors carry their own hints, never a refusal's.
-  const json unknown = get_json("/api/tensor?ckpt=0&tensor=no.such.tensor", 404);
+  const json unknown = served_->get_json("/api/tensor?ckpt=0&tensor=no.such.tensor", 404);
   EXPECT_EQ(unknown["hint"].get<std::string>().find("budget"), std::string::npos) << unknown.dump();
 }
 
 TEST_F(ServerCompute, ColormapsListTheScalesAndPalettes) {
-  const json c = get_json("/api/colormaps");
+  const json c = served_->get_json("/api/colormaps");
   EXPECT_EQ(c["scales"], json::array({"diverging", "sequential", "log"}));
   std::map<std::string, json> palettes;
   for (const auto& p : c["palettes"]) palettes[p["name"]] = p;
@@ -156,36 +125,36 @@ TEST_F(ServerCompute, ColormapsListTheScalesAndPalettes) {
 }
 
 TEST_F(ServerCompute, AColourBarTakesAPaletteOfTheScalesKind) {
-  const json own = get_json("/api/colormap/sequential");
+  const json own = served_->get_json("/api/colormap/sequential");
   EXPECT_EQ(own["palette"], "default");
   ASSERT_EQ(own["colors"].size(), 256u);
-  const json cividis = get_json("/api/colormap/sequential?palette=cividis");
+  const json cividis = served_->get_json("/api/colormap/sequential?palette=cividis");
   ASSERT_EQ(cividis["colors"].size(), 256u);
   EXPECT_EQ(cividis["colors"][0], json::array({0, 34, 78}));       // the published table's first entry
   EXPECT_EQ(cividis["colors"][255], json::array({254, 232, 56}));  // and its last
-  EXPECT_EQ(get_json("/api/colormap/log?palette=cividis")["colors"], cividis["colors"]);
-  EXPECT_EQ(get_json("/api/colormap/diverging?palette=RdBu")["palette"], "rdbu");
-  EXPECT_EQ(get_json("/api/colormap/diverging?palette=viridis", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/colormap/sequential?palette=jet", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/colormap/nothing", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/colormap/log?palette=cividis")["colors"], cividis["colors"]);
+  EXPECT_EQ(served_->get_json("/api/colormap/diverging?palette=RdBu")["palette"], "rdbu");
+  EXPECT_EQ(served_->get_json("/api/colormap/diverging?palette=viridis", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/colormap/sequential?palette=jet", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/colormap/nothing", 404)["code"], "NOT_FOUND");
 }
 
 TEST_F(ServerCompute, TilesTakeAPalette) {
-  const json info = get_json("/api/tensor?ckpt=0&tensor=model.norm.weight");
+  const json info = served_->get_json("/api/tensor?ckpt=0&tensor=model.norm.weight");
   const std::string base = "/api/tile/0/" + std::to_string(info["index"].get<int>()) + "/" +
                            std::to_string(info["zoom"]["max_level"].get<int>()) + "/0/0.png?cmap=sequential&lo=0.5&hi=1.5";
-  auto own = get(base);
-  auto cividis = get(base + "&palette=cividis");
-  auto greys = get(base + "&palette=greys");
+  auto own = served_->get(base);
+  auto cividis = served_->get(base + "&palette=cividis");
+  auto greys = served_->get(base + "&palette=greys");
   for (const auto* r : {&own, &cividis, &greys}) {
     ASSERT_TRUE(*r);
     ASSERT_EQ((*r)->status, 200) << (*r)->body;
   }
   EXPECT_NE(own->body, cividis->body);
   EXPECT_NE(cividis->body, greys->body);
-  EXPECT_EQ(get(base + "&palette=cividis")->get_header_value("X-Tensormorph-Source"), "cache");
-  EXPECT_EQ(get_json(base + "&palette=coolwarm", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json(base + "&palette=bogus", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get(base + "&palette=cividis")->get_header_value("X-Tensormorph-Source"), "cache");
+  EXPECT_EQ(served_->get_json(base + "&palette=coolwarm", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json(base + "&palette=bogus", 400)["code"], "INVALID_ARGUMENT");
 }
 
 }  // namespace

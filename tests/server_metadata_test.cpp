@@ -6,15 +6,12 @@
 //   3 gguf-ref/stories260K-Q4_K_M.gguf (written by llama-quantize)
 #include <gtest/gtest.h>
 
-#include <httplib.h>
-
 #include <cctype>
 #include <cstdlib>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "server/server.h"
+#include "served_for_test.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -33,38 +30,20 @@ class ServerMetadata : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     setenv("TENSORMORPH_CONFIG", (dir_->path() / "settings.json").c_str(), 1);
-    auto session = engine::open_default_session("");
-    ASSERT_TRUE(session.ok()) << session.status().to_string();
     server::ServerOptions options;
-    options.port = 0;
     options.build_index = false;  // the metadata routes read headers only; the test data is read-only
     const auto data = testing::testdata_dir();
-    auto created = server::ViewerServer::create(
+    auto served = testing::ServedForTest::start(
         {(data / "real/ollama_llama-2-tiny-random.gguf").string(),
          (data / "real/peft-gpt2_adapter_model.safetensors").string(), (data / "real/taef2_decoder.pth").string(),
          (data / "gguf-ref/stories260K-Q4_K_M.gguf").string()},
-        options, std::move(session).value());
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    server_ = std::move(created).value().release();
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok()) << port.status().to_string();
-    port_ = *port;
-    thread_ = new std::thread([] { server_->run(); });
+        options);
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    served_ = std::move(served).value();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    served_.reset();
     delete dir_;
-  }
-  static json get_json(const std::string& path, int status = 200) {
-    auto res = httplib::Client("127.0.0.1", port_).Get(path.c_str());
-    EXPECT_TRUE(res) << path;
-    if (!res) return {};
-    EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json; charset=utf-8") << path;
-    return json::parse(res->body);
   }
   // The value of fact `key` in a /api/metadata answer (null when absent).
   static json fact(const json& answer, const std::string& key) {
@@ -81,13 +60,11 @@ class ServerMetadata : public ::testing::Test {
   }
 
   static inline testing::TempDir* dir_ = nullptr;
-  static inline server::ViewerServer* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
+  static inline std::unique_ptr<testing::ServedForTest> served_;
 };
 
 TEST_F(ServerMetadata, GgufFactsAndEntriesWithLongArraysAsPreviews) {
-  const json m = get_json("/api/metadata?ckpt=0");
+  const json m = served_->get_json("/api/metadata?ckpt=0");
   EXPECT_EQ(m["format"], "gguf");
   EXPECT_EQ(fact(m, "gguf.version"), 3);
   EXPECT_EQ(fact(m, "gguf.alignment"), 32);
@@ -112,7 +89,7 @@ TEST_F(ServerMetadata, GgufFactsAndEntriesWithLongArraysAsPreviews) {
 }
 
 TEST_F(ServerMetadata, FileTypeIsDecodedAsLlamaCppNamesIt) {
-  const json m = get_json("/api/metadata?ckpt=3");
+  const json m = served_->get_json("/api/metadata?ckpt=3");
   EXPECT_EQ(fact(m, "gguf.file_type"), "MOSTLY_Q4_K_M (15)");
   const json* stored = entry(m, "general.file_type");
   ASSERT_NE(stored, nullptr);
@@ -120,8 +97,8 @@ TEST_F(ServerMetadata, FileTypeIsDecodedAsLlamaCppNamesIt) {
 }
 
 TEST_F(ServerMetadata, QueryFiltersKeysAndStringValuesIgnoringCase) {
-  const json all = get_json("/api/metadata?ckpt=0");
-  const json some = get_json("/api/metadata?ckpt=0&q=ARCHITECTURE");
+  const json all = served_->get_json("/api/metadata?ckpt=0");
+  const json some = served_->get_json("/api/metadata?ckpt=0&q=ARCHITECTURE");
   ASSERT_GE(some["entries"].size(), 1u);
   EXPECT_LT(some["entries"].size(), all["entries"].size());
   for (const auto& e : some["entries"]) {
@@ -136,21 +113,21 @@ TEST_F(ServerMetadata, QueryFiltersKeysAndStringValuesIgnoringCase) {
   EXPECT_EQ(some["facts"], all["facts"]);  // facts are always complete
   // A string value matches ("llama" is general.architecture's value), and an array whose items
   // match is listed with how many do.
-  const json by_value = get_json("/api/metadata?ckpt=0&q=LLaMA");
+  const json by_value = served_->get_json("/api/metadata?ckpt=0&q=LLaMA");
   EXPECT_NE(entry(by_value, "general.architecture"), nullptr);
-  const json in_vocabulary = get_json("/api/metadata?ckpt=0&q=%3Cunk%3E");
+  const json in_vocabulary = served_->get_json("/api/metadata?ckpt=0&q=%3Cunk%3E");
   const json* tokens = entry(in_vocabulary, "tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);
   EXPECT_GE((*tokens)["matches"].get<int>(), 1);
-  const json none = get_json("/api/metadata?ckpt=0&q=no-such-text-anywhere");
+  const json none = served_->get_json("/api/metadata?ckpt=0&q=no-such-text-anywhere");
   EXPECT_TRUE(none["entries"].empty());
 }
 
 TEST_F(ServerMetadata, ArrayPagesAndSearchesAVocabulary) {
-  const json m = get_json("/api/metadata?ckpt=0");
+  const json m = served_->get_json("/api/metadata?ckpt=0");
   const json* tokens = entry(m, "tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);
-  const json page = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=0&limit=16");
+  const json page = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=0&limit=16");
   EXPECT_EQ(page["key"], "tokenizer.ggml.tokens");
   EXPECT_EQ(page["length"], 32000);
   EXPECT_EQ(page["offset"], 0);
@@ -159,15 +136,15 @@ TEST_F(ServerMetadata, ArrayPagesAndSearchesAVocabulary) {
     EXPECT_EQ(page["items"][i]["i"], i);
     EXPECT_EQ(page["items"][i]["value"], (*tokens)["preview"][i]);
   }
-  const json last = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=31990&limit=1000");
+  const json last = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=31990&limit=1000");
   ASSERT_EQ(last["items"].size(), 10u);
   EXPECT_EQ(last["items"][9]["i"], 31999);
-  const json beyond = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=40000&limit=5");
+  const json beyond = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=40000&limit=5");
   EXPECT_TRUE(beyond["items"].empty());
 
   // Search within the array: every item returned holds the text, with its index in the array;
   // paging goes over the matches.
-  const json found = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&q=ing&limit=1000");
+  const json found = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&q=ing&limit=1000");
   ASSERT_GT(found["matches"].get<int>(), 1);
   ASSERT_EQ(found["items"].size(), std::min<size_t>(1000, found["matches"].get<size_t>()));
   bool other_case = false;
@@ -177,25 +154,25 @@ TEST_F(ServerMetadata, ArrayPagesAndSearchesAVocabulary) {
     other_case |= value.find("ing") == std::string::npos;
   }
   EXPECT_TRUE(other_case) << "the search ignores case: 'ING' and 'Ing' are found too";
-  const json second = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&q=ing&offset=1&limit=1");
+  const json second = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&q=ing&offset=1&limit=1");
   ASSERT_EQ(second["items"].size(), 1u);
   EXPECT_EQ(second["items"][0], found["items"][1]);
-  const json whole = get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=" +
+  const json whole = served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&offset=" +
                               found["items"][1]["i"].dump() + "&limit=1");
   EXPECT_EQ(whole["items"][0], found["items"][1]);
 }
 
 TEST_F(ServerMetadata, ArrayRefusesBadRequests) {
-  EXPECT_EQ(get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&limit=1001", 400)["code"],
+  EXPECT_EQ(served_->get_json("/api/metadata/array?ckpt=0&key=tokenizer.ggml.tokens&limit=1001", 400)["code"],
             "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/metadata/array?ckpt=0&key=general.architecture", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/metadata/array?ckpt=0&key=no.such.key", 404)["code"], "NOT_FOUND");
-  EXPECT_EQ(get_json("/api/metadata/array?ckpt=0", 400)["code"], "INVALID_ARGUMENT");
-  EXPECT_EQ(get_json("/api/metadata?ckpt=9", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/metadata/array?ckpt=0&key=general.architecture", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/metadata/array?ckpt=0&key=no.such.key", 404)["code"], "NOT_FOUND");
+  EXPECT_EQ(served_->get_json("/api/metadata/array?ckpt=0", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/metadata?ckpt=9", 404)["code"], "NOT_FOUND");
 }
 
 TEST_F(ServerMetadata, SafetensorsMetadataAndHeaderFacts) {
-  const json m = get_json("/api/metadata?ckpt=1");
+  const json m = served_->get_json("/api/metadata?ckpt=1");
   EXPECT_EQ(m["format"], "safetensors");
   const json* format = entry(m, "format");
   ASSERT_NE(format, nullptr);
@@ -211,7 +188,7 @@ TEST_F(ServerMetadata, SafetensorsMetadataAndHeaderFacts) {
 }
 
 TEST_F(ServerMetadata, PyTorchArchiveFactsAndRecords) {
-  const json m = get_json("/api/metadata?ckpt=2");
+  const json m = served_->get_json("/api/metadata?ckpt=2");
   EXPECT_EQ(m["format"], "pytorch");
   EXPECT_EQ(fact(m, "bits_per_weight"), 16.0);  // 79 F16 tensors
   EXPECT_GE(fact(m, "pytorch.pickle_protocol").get<int>(), 2);

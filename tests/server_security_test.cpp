@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/demo/demo_checkpoint.h"
+#include "served_for_test.h"
 #include "server/server.h"
 #include "test_util.h"
 
@@ -61,20 +62,6 @@ class RawConnection {
   bool connected_ = false;
 };
 
-// Runs a bound server on a thread; stops and joins it however the test ends.
-class Running {
- public:
-  explicit Running(server::ViewerServer& s) : server_(s), thread_([this] { server_.run(); }) {}
-  ~Running() {
-    server_.stop();
-    thread_.join();
-  }
-
- private:
-  server::ViewerServer& server_;
-  std::thread thread_;
-};
-
 // A server with short deadlines, so that each test stays within a few seconds.
 class ServerSecurity : public ::testing::Test {
  protected:
@@ -84,52 +71,35 @@ class ServerSecurity : public ::testing::Test {
     ASSERT_TRUE(demo::write_demo_checkpoint(dir_->path() / "demo").ok());
     std::filesystem::create_directories(dir_->path() / "web");
     testing::write_bytes(dir_->path() / "web" / "index.html", "<!doctype html><title>viewer</title>");
-    auto session = engine::open_default_session("");
-    ASSERT_TRUE(session.ok()) << session.status().to_string();
     server::ServerOptions options;
-    options.port = 0;
     options.build_index = false;
     options.web_dir = dir_->path() / "web";
     options.limits.request_deadline = std::chrono::milliseconds(1500);
     options.limits.pressure_grace = std::chrono::milliseconds(500);
-    auto created = server::ViewerServer::create({(dir_->path() / "demo").string()}, options, std::move(session).value());
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    server_ = std::move(created).value().release();
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok()) << port.status().to_string();
-    port_ = *port;
-    thread_ = new std::thread([] { server_->run(); });
+    auto served = testing::ServedForTest::start({(dir_->path() / "demo").string()}, options);
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    served_ = std::move(served).value();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    served_.reset();
     delete dir_;
   }
   static std::filesystem::path settings_file() { return dir_->path() / "settings.json"; }
   static std::string settings_text() {
     return std::filesystem::exists(settings_file()) ? testing::read_bytes(settings_file()) : std::string();
   }
-  static std::string host() { return "127.0.0.1:" + std::to_string(port_); }
-  static httplib::Result post(const std::string& path, const std::string& body, const std::string& type,
-                              httplib::Headers headers = {}) {
-    httplib::Client client("127.0.0.1", port_);
-    return client.Post(path.c_str(), headers, body, type.c_str());
-  }
+  static std::string host() { return "127.0.0.1:" + std::to_string(served_->port()); }
 
   static inline testing::TempDir* dir_ = nullptr;
-  static inline server::ViewerServer* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
+  static inline std::unique_ptr<testing::ServedForTest> served_;
 };
 
 // ---- item: DNS rebinding ------------------------------------------------------------------------
 
 TEST_F(ServerSecurity, AnswersOnlyTheHostNamesItIsBoundAs) {
-  const std::string port = std::to_string(port_);
+  const std::string port = std::to_string(served_->port());
   for (const std::string& h : std::vector<std::string>{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "[::1]:" + port}) {
-    httplib::Client client("127.0.0.1", port_);
+    httplib::Client client("127.0.0.1", served_->port());
     auto res = client.Get("/api/checkpoints", {{"Host", h}});
     ASSERT_TRUE(res) << h;
     EXPECT_EQ(res->status, 200) << h;
@@ -139,7 +109,7 @@ TEST_F(ServerSecurity, AnswersOnlyTheHostNamesItIsBoundAs) {
   for (const std::string& h :
        std::vector<std::string>{"attacker.example:" + port, "localhost:1", "localhost", "127.0.0.1.attacker.example:" + port}) {
     for (const char* path : {"/api/checkpoints", "/", "/index.html"}) {
-      httplib::Client client("127.0.0.1", port_);
+      httplib::Client client("127.0.0.1", served_->port());
       auto res = client.Get(path, {{"Host", h}});
       ASSERT_TRUE(res) << h << path;
       EXPECT_EQ(res->status, 421) << h << path << ": " << res->body;
@@ -148,7 +118,7 @@ TEST_F(ServerSecurity, AnswersOnlyTheHostNamesItIsBoundAs) {
     }
   }
   // No Host at all (HTTP/1.0 style) is refused too.
-  RawConnection raw(port_);
+  RawConnection raw(served_->port());
   ASSERT_TRUE(raw.connected());
   ASSERT_TRUE(raw.send("GET /api/checkpoints HTTP/1.0\r\n\r\n"));
   auto reply = raw.read_until_closed(std::chrono::milliseconds(3000));
@@ -161,7 +131,7 @@ TEST_F(ServerSecurity, AnswersOnlyTheHostNamesItIsBoundAs) {
 TEST_F(ServerSecurity, StateChangesNeedJsonFromTheServersOwnOrigin) {
   const std::string before = settings_text();
   const std::string body = R"({"key": "compute.memory_budget", "value": "12345", "persist": true})";
-  const std::string port = std::to_string(port_);
+  const std::string port = std::to_string(served_->port());
   struct Case {
     std::string type;
     httplib::Headers headers;
@@ -181,14 +151,14 @@ TEST_F(ServerSecurity, StateChangesNeedJsonFromTheServersOwnOrigin) {
   };
   for (const auto& c : refused) {
     for (const char* path : {"/api/settings", "/api/compute"}) {
-      auto res = post(path, path == std::string("/api/settings") ? body : R"({"never": ["cpu"], "persist": true})", c.type, c.headers);
+      auto res = served_->post(path, path == std::string("/api/settings") ? body : R"({"never": ["cpu"], "persist": true})", c.type, c.headers);
       ASSERT_TRUE(res);
       EXPECT_EQ(res->status, 403) << path << " " << c.type << ": " << res->body;
       EXPECT_EQ(json::parse(res->body)["code"], "FORBIDDEN");
     }
   }
   EXPECT_EQ(settings_text(), before) << "a refused request changed the settings file";
-  httplib::Client client("127.0.0.1", port_);
+  httplib::Client client("127.0.0.1", served_->port());
   EXPECT_EQ(client.Get("/api/compute")->status, 200);
   EXPECT_EQ(json::parse(client.Get("/api/compute")->body)["constraints"]["mode"], "auto");
 
@@ -196,7 +166,7 @@ TEST_F(ServerSecurity, StateChangesNeedJsonFromTheServersOwnOrigin) {
   for (const httplib::Headers& h : std::vector<httplib::Headers>{
            {}, {{"Origin", "http://127.0.0.1:" + port}, {"Sec-Fetch-Site", "same-origin"}}, {{"Origin", "http://localhost:" + port}},
            {{"Sec-Fetch-Site", "none"}}}) {
-    auto res = post("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})", "application/json; charset=utf-8", h);
+    auto res = served_->post("/api/settings", R"({"key": "compute.memory_budget", "value": "0"})", "application/json; charset=utf-8", h);
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200) << res->body;
   }
@@ -205,29 +175,29 @@ TEST_F(ServerSecurity, StateChangesNeedJsonFromTheServersOwnOrigin) {
 TEST_F(ServerSecurity, PluginsPathIsNeverSetOverHttp) {
   const std::string before = settings_text();
   for (const char* persist : {"true", "false"}) {
-    auto res = post("/api/settings", std::string(R"({"key": "plugins.path", "value": "/tmp/attacker", "persist": )") + persist + "}",
-                    "application/json");
+    auto res = served_->post("/api/settings", std::string(R"({"key": "plugins.path", "value": "/tmp/attacker", "persist": )") + persist + "}",
+                             "application/json");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 403) << res->body;
     EXPECT_EQ(json::parse(res->body)["code"], "FORBIDDEN");
   }
   EXPECT_EQ(settings_text(), before);
   // Still shown, read-only.
-  const json s = json::parse(httplib::Client("127.0.0.1", port_).Get("/api/settings")->body);
+  const json s = json::parse(httplib::Client("127.0.0.1", served_->port()).Get("/api/settings")->body);
   EXPECT_TRUE(s["values"].contains("plugins.path"));
   EXPECT_EQ(s["read_only"], json::array({"plugins.path"}));
 }
 
 TEST_F(ServerSecurity, ComputeTogglesChangeTheRunningServerAndPersistOnlyWhenAsked) {
   const std::string before = settings_text();
-  auto set = post("/api/compute", R"({"prefer": ["cpu"]})", "application/json");
+  auto set = served_->post("/api/compute", R"({"prefer": ["cpu"]})", "application/json");
   ASSERT_EQ(set->status, 200) << set->body;
   EXPECT_EQ(json::parse(set->body)["persisted"], false);
-  httplib::Client client("127.0.0.1", port_);
+  httplib::Client client("127.0.0.1", served_->port());
   EXPECT_EQ(json::parse(client.Get("/api/compute")->body)["constraints"]["prefer"], json::array({"cpu"}));
   EXPECT_EQ(settings_text(), before) << "a toggle without persist changed the settings file";
 
-  auto budget = post("/api/settings", R"({"key": "compute.memory_budget", "value": "4096"})", "application/json");
+  auto budget = served_->post("/api/settings", R"({"key": "compute.memory_budget", "value": "4096"})", "application/json");
   ASSERT_EQ(budget->status, 200) << budget->body;
   EXPECT_EQ(json::parse(budget->body)["persisted"], false);
   const json running = json::parse(client.Get("/api/settings")->body);
@@ -235,17 +205,17 @@ TEST_F(ServerSecurity, ComputeTogglesChangeTheRunningServerAndPersistOnlyWhenAsk
   EXPECT_EQ(settings_text(), before);
 
   // "Save as default".
-  ASSERT_EQ(post("/api/compute", R"({"prefer": ["cpu"], "persist": true})", "application/json")->status, 200);
+  ASSERT_EQ(served_->post("/api/compute", R"({"prefer": ["cpu"], "persist": true})", "application/json")->status, 200);
   EXPECT_NE(settings_text().find("cpu"), std::string::npos);
-  ASSERT_EQ(post("/api/settings", R"({"key": "compute.memory_budget", "value": "8K", "persist": true})", "application/json")->status, 200);
+  ASSERT_EQ(served_->post("/api/settings", R"({"key": "compute.memory_budget", "value": "8K", "persist": true})", "application/json")->status, 200);
   EXPECT_EQ(json::parse(client.Get("/api/settings")->body)["values"]["compute.memory_budget"], "8192");
-  EXPECT_EQ(post("/api/compute", R"({"mode": "auto", "persist": "yes"})", "application/json")->status, 400);
-  ASSERT_EQ(post("/api/compute", R"({"mode": "auto", "persist": true})", "application/json")->status, 200);
-  ASSERT_EQ(post("/api/settings", R"({"key": "compute.memory_budget", "value": "0", "persist": true})", "application/json")->status, 200);
+  EXPECT_EQ(served_->post("/api/compute", R"({"mode": "auto", "persist": "yes"})", "application/json")->status, 400);
+  ASSERT_EQ(served_->post("/api/compute", R"({"mode": "auto", "persist": true})", "application/json")->status, 200);
+  ASSERT_EQ(served_->post("/api/settings", R"({"key": "compute.memory_budget", "value": "0", "persist": true})", "application/json")->status, 200);
 }
 
 TEST_F(ServerSecurity, LargeBodiesAreRefused) {
-  auto res = post("/api/settings", std::string(100 << 10, ' '), "application/json");
+  auto res = served_->post("/api/settings", std::string(100 << 10, ' '), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
 }
@@ -256,13 +226,13 @@ TEST_F(ServerSecurity, SlowHalfOpenRequestsDoNotStopTheViewer) {
   // More stalled requests than request threads (16), each a partial request line.
   std::vector<std::unique_ptr<RawConnection>> stalled;
   for (int i = 0; i < 20; ++i) {
-    stalled.push_back(std::make_unique<RawConnection>(port_));
+    stalled.push_back(std::make_unique<RawConnection>(served_->port()));
     ASSERT_TRUE(stalled.back()->connected());
     ASSERT_TRUE(stalled.back()->send("GET /api/checkpoints HT"));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto start = Clock::now();
-  httplib::Client client("127.0.0.1", port_);
+  httplib::Client client("127.0.0.1", served_->port());
   client.set_read_timeout(3, 0);
   client.set_connection_timeout(3, 0);
   auto res = client.Get("/api/checkpoints");
@@ -274,7 +244,7 @@ TEST_F(ServerSecurity, SlowHalfOpenRequestsDoNotStopTheViewer) {
 
 TEST_F(ServerSecurity, ATricklingRequestIsClosedAtItsDeadline) {
   // One byte every 200 ms never trips a per-read timeout; the request's deadline (1.5 s here) ends it.
-  RawConnection raw(port_);
+  RawConnection raw(served_->port());
   ASSERT_TRUE(raw.connected());
   const std::string request = "GET /api/checkpoints HTTP/1.1\r\nHost: " + host() + "\r\nX-Slow: " + std::string(60, 'a');
   const auto start = Clock::now();
@@ -297,30 +267,25 @@ TEST_F(ServerSecurity, ATricklingRequestIsClosedAtItsDeadline) {
 TEST(ServerQueue, AFullQueueAnswers503AtOnce) {
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
-  auto session = engine::open_default_session("auto");
-  ASSERT_TRUE(session.ok());
   server::ServerOptions options;
-  options.port = 0;
   options.build_index = false;
   options.threads = 2;
   options.limits.max_pending = 2;
   options.limits.request_deadline = std::chrono::milliseconds(3000);
   options.limits.pressure_grace = std::chrono::milliseconds(3000);
-  auto created = server::ViewerServer::create({dir.path().string()}, options, std::move(session).value());
-  ASSERT_TRUE(created.ok());
-  auto port = (*created)->bind();
-  ASSERT_TRUE(port.ok());
-  Running running(**created);
+  auto served = testing::ServedForTest::start({dir.path().string()}, options, "auto");
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  const int port = (*served)->port();
   {
     // Two stall on the workers, two wait in the queue; the fifth is turned away.
     std::vector<std::unique_ptr<RawConnection>> stalled;
     for (int i = 0; i < 4; ++i) {
-      stalled.push_back(std::make_unique<RawConnection>(*port));
+      stalled.push_back(std::make_unique<RawConnection>(port));
       ASSERT_TRUE(stalled.back()->send("GET / HT"));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    RawConnection fifth(*port);
-    ASSERT_TRUE(fifth.send("GET /api/checkpoints HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(*port) + "\r\n\r\n"));
+    RawConnection fifth(port);
+    ASSERT_TRUE(fifth.send("GET /api/checkpoints HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n"));
     auto reply = fifth.read_until_closed(std::chrono::milliseconds(1000));
     ASSERT_TRUE(reply) << "no quick answer with the queue full";
     EXPECT_EQ(reply->rfind("HTTP/1.1 503", 0), 0u) << *reply;
@@ -332,28 +297,23 @@ TEST(ServerQueue, AFullQueueAnswers503AtOnce) {
 TEST(ServerBind, RefusesAPortAnotherServerListensOn) {
   testing::TempDir dir;
   ASSERT_TRUE(demo::write_demo_checkpoint(dir.path()).ok());
-  auto make = [&](int port) {
-    auto session = engine::open_default_session("auto");
-    EXPECT_TRUE(session.ok());
-    server::ServerOptions options;
-    options.port = port;
-    options.build_index = false;
-    return server::ViewerServer::create({dir.path().string()}, options, std::move(session).value());
-  };
-  auto first = make(0);
-  ASSERT_TRUE(first.ok());
-  auto port = (*first)->bind();
-  ASSERT_TRUE(port.ok());
-  Running running(**first);
-  auto second = make(*port);
+  server::ServerOptions options;
+  options.build_index = false;
+  auto first = testing::ServedForTest::start({dir.path().string()}, options, "auto");
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  const int port = (*first)->port();
+  auto session = engine::open_default_session("auto");
+  ASSERT_TRUE(session.ok());
+  options.port = port;
+  auto second = server::ViewerServer::create({dir.path().string()}, options, std::move(session).value());
   ASSERT_TRUE(second.ok());
   auto bound = (*second)->bind();
-  ASSERT_FALSE(bound.ok()) << "a second server bound the taken port " << *port;
-  EXPECT_NE(bound.status().message().find("127.0.0.1:" + std::to_string(*port) + " is already in use"), std::string::npos)
+  ASSERT_FALSE(bound.ok()) << "a second server bound the taken port " << port;
+  EXPECT_NE(bound.status().message().find("127.0.0.1:" + std::to_string(port) + " is already in use"), std::string::npos)
       << bound.status().message();
   // The command says so and exits 1 (timeout: a server that did start would run forever).
   const std::string cmd = "timeout 30 " + std::string(TM_CLI_PATH) + " serve '" + dir.path().string() +
-                          "' --no-index --port " + std::to_string(*port) + " >/dev/null 2>'" + (dir.path() / "err").string() + "'";
+                          "' --no-index --port " + std::to_string(port) + " >/dev/null 2>'" + (dir.path() / "err").string() + "'";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);

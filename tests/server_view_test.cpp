@@ -7,13 +7,10 @@
 //   2 many.safetensors: 10,000 tensors of 2 elements in 1,000 blocks
 #include <gtest/gtest.h>
 
-#include <httplib.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +18,7 @@
 #include "engine/matrix_shape.h"
 #include "formats/gguf/gguf.h"
 #include "formats/safetensors/safetensors.h"
-#include "server/server.h"
+#include "served_for_test.h"
 #include "tensormorph/open.h"
 #include "test_util.h"
 
@@ -116,37 +113,19 @@ class ServerView : public ::testing::Test {
     for (size_t i = 0; i < kManyTensors; ++i) names.push_back("model.layers." + std::to_string(i / 10) + ".p" + std::to_string(i % 10) + ".weight");
     for (const auto& n : names) many.push_back({n, DType::kF32, {2}, bytes(pair), nullptr});
     ASSERT_TRUE(safetensors::write_file(dir_->path() / "many.safetensors", many, {}).ok());
-    auto session = engine::open_default_session("");
-    ASSERT_TRUE(session.ok()) << session.status().to_string();
     server::ServerOptions options;
-    options.port = 0;
     options.build_index = false;
-    auto created = server::ViewerServer::create({(dir_->path() / "view.safetensors").string(),
-                                                 (dir_->path() / "quant.gguf").string(),
-                                                 (dir_->path() / "many.safetensors").string()},
-                                                options, std::move(session).value());
-    ASSERT_TRUE(created.ok()) << created.status().to_string();
-    server_ = std::move(created).value().release();
-    auto port = server_->bind();
-    ASSERT_TRUE(port.ok()) << port.status().to_string();
-    port_ = *port;
-    thread_ = new std::thread([] { server_->run(); });
+    auto served = testing::ServedForTest::start({(dir_->path() / "view.safetensors").string(),
+                                                  (dir_->path() / "quant.gguf").string(),
+                                                  (dir_->path() / "many.safetensors").string()},
+                                                 options);
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    served_ = std::move(served).value();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    served_.reset();
     delete thin_;
     delete dir_;
-  }
-  static httplib::Result get(const std::string& path) { return httplib::Client("127.0.0.1", port_).Get(path.c_str()); }
-  static json get_json(const std::string& path, int status = 200) {
-    auto res = get(path);
-    EXPECT_TRUE(res) << path;
-    if (!res) return {};
-    EXPECT_EQ(res->status, status) << path << ": " << res->body;
-    return json::parse(res->body);
   }
   static std::vector<float> decoded(const std::string& file, const std::string& tensor) {
     auto ckpt = open_checkpoint(dir_->path() / file);
@@ -158,39 +137,37 @@ class ServerView : public ::testing::Test {
 
   static inline testing::TempDir* dir_ = nullptr;
   static inline std::vector<float>* thin_ = nullptr;
-  static inline server::ViewerServer* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
+  static inline std::unique_ptr<testing::ServedForTest> served_;
 };
 
 TEST_F(ServerView, TensorAnswersTheMatrixTheViewAndAZoomOverTheView) {
-  const json thin = get_json("/api/tensor?ckpt=0&tensor=thin");
+  const json thin = served_->get_json("/api/tensor?ckpt=0&tensor=thin");
   EXPECT_EQ(thin["matrix"], json({{"rows", 2304}, {"cols", 8}}));
   EXPECT_EQ(thin["view"], json({{"rows", 128}, {"cols", 144}, {"folded", true}, {"rule", "18 consecutive rows side by side"}}));
-  EXPECT_EQ(thin["zoom"], get_json("/api/tensor?ckpt=0&tensor=twin")["zoom"]);
+  EXPECT_EQ(thin["zoom"], served_->get_json("/api/tensor?ckpt=0&tensor=twin")["zoom"]);
   EXPECT_EQ(thin["zoom"]["width"], 144 * 32);
   EXPECT_EQ(thin["elements"], 2304 * 8);
   EXPECT_EQ(thin["bytes"], 2304 * 8 * 4);
   EXPECT_EQ(thin["file_name"], "view.safetensors");
   EXPECT_EQ(thin["stats"], nullptr) << "no index";
-  EXPECT_EQ(get_json("/api/tensor?ckpt=0&tensor=conv")["view"]["cols"], 288);
-  EXPECT_EQ(get_json("/api/tensor?ckpt=0&tensor=vector")["view"]["rows"], 16);
-  const json prime = get_json("/api/tensor?ckpt=0&tensor=prime");
+  EXPECT_EQ(served_->get_json("/api/tensor?ckpt=0&tensor=conv")["view"]["cols"], 288);
+  EXPECT_EQ(served_->get_json("/api/tensor?ckpt=0&tensor=vector")["view"]["rows"], 16);
+  const json prime = served_->get_json("/api/tensor?ckpt=0&tensor=prime");
   EXPECT_EQ(prime["view"], json({{"rows", 1}, {"cols", 383}, {"folded", false}, {"rule", "as stored"}}));
-  EXPECT_EQ(get_json("/api/tensor?ckpt=1&tensor=q8")["view"]["cols"], 32);
-  EXPECT_EQ(get_json("/api/tensor?ckpt=1&tensor=q4")["view"]["cols"], 64);
+  EXPECT_EQ(served_->get_json("/api/tensor?ckpt=1&tensor=q8")["view"]["cols"], 32);
+  EXPECT_EQ(served_->get_json("/api/tensor?ckpt=1&tensor=q4")["view"]["cols"], 64);
 }
 
 // The folded tensor's tiles are the plain [128, 144] matrix's, pixel for pixel, at every kind of level.
 TEST_F(ServerView, FoldedTilesEqualThoseOfThePlainMatrix) {
-  const json zoom = get_json("/api/tensor?ckpt=0&tensor=thin")["zoom"];
+  const json zoom = served_->get_json("/api/tensor?ckpt=0&tensor=thin")["zoom"];
   const int max_level = zoom["max_level"], min_level = zoom["min_level"];
   ASSERT_EQ(max_level - min_level, 5) << "levels from one pixel per element to 32";
   for (int level = min_level; level <= max_level; ++level) {
     for (const std::string stat : {"mean", "absmax"}) {
       const std::string tail = "/" + std::to_string(level) + "/0/0.png?lo=-4&hi=4&stat=" + stat;
-      auto folded = get("/api/tile/0/0" + tail);
-      auto plain = get("/api/tile/0/1" + tail);
+      auto folded = served_->get("/api/tile/0/0" + tail);
+      auto plain = served_->get("/api/tile/0/1" + tail);
       ASSERT_TRUE(folded && plain);
       ASSERT_EQ(folded->status, 200) << folded->body;
       ASSERT_EQ(plain->status, 200) << plain->body;
@@ -198,17 +175,17 @@ TEST_F(ServerView, FoldedTilesEqualThoseOfThePlainMatrix) {
     }
   }
   // The last tile of the deepest level: 144 columns / 8 elements per tile, 128 rows / 8.
-  EXPECT_EQ(get("/api/tile/0/0/" + std::to_string(max_level) + "/17/15.png")->status, 200);
-  const json outside = get_json("/api/tile/0/0/" + std::to_string(max_level) + "/18/0.png", 404);
+  EXPECT_EQ(served_->get("/api/tile/0/0/" + std::to_string(max_level) + "/17/15.png")->status, 200);
+  const json outside = served_->get_json("/api/tile/0/0/" + std::to_string(max_level) + "/18/0.png", 404);
   EXPECT_EQ(outside["hint"], "level " + std::to_string(max_level) + " has x in [0, 18) and y in [0, 16)");
-  const json above = get_json("/api/tile/0/0/" + std::to_string(max_level + 1) + "/0/0.png", 400);
+  const json above = served_->get_json("/api/tile/0/0/" + std::to_string(max_level + 1) + "/0/0.png", 400);
   EXPECT_NE(above["hint"].get<std::string>().find("levels run from " + std::to_string(min_level)), std::string::npos);
   // The quantized folds render (rows of whole blocks), at the deepest and the whole-tensor level.
   for (const std::string t : {"q8", "q4"}) {
-    const json z = get_json("/api/tensor?ckpt=1&tensor=" + t)["zoom"];
+    const json z = served_->get_json("/api/tensor?ckpt=1&tensor=" + t)["zoom"];
     const std::string index = t == "q8" ? "0" : "1";
     for (int level : {z["min_level"].get<int>(), z["max_level"].get<int>()}) {
-      auto tile = get("/api/tile/1/" + index + "/" + std::to_string(level) + "/0/0.png");
+      auto tile = served_->get("/api/tile/1/" + index + "/" + std::to_string(level) + "/0/0.png");
       ASSERT_TRUE(tile);
       EXPECT_EQ(tile->status, 200) << t << " level " << level << ": " << tile->body;
     }
@@ -218,7 +195,7 @@ TEST_F(ServerView, FoldedTilesEqualThoseOfThePlainMatrix) {
 TEST_F(ServerView, ValuesValueAndCellMapViewCoordinatesBackToElements) {
   const std::vector<float>& v = *thin_;
   // A window of the view: display row r holds elements [r * 144, (r + 1) * 144).
-  const json w = get_json("/api/values?ckpt=0&tensor=thin&row=5&col=130&rows=3&cols=20");
+  const json w = served_->get_json("/api/values?ckpt=0&tensor=thin&row=5&col=130&rows=3&cols=20");
   ASSERT_EQ(w["rows"], 3);
   ASSERT_EQ(w["cols"], 14);  // clipped at the view's 144 columns
   for (uint64_t i = 0; i < 3; ++i) {
@@ -228,26 +205,26 @@ TEST_F(ServerView, ValuesValueAndCellMapViewCoordinatesBackToElements) {
       ASSERT_EQ(w["text"][i * 14 + j], text) << i << "," << j;
     }
   }
-  const json one = get_json("/api/value?ckpt=0&tensor=thin&row=100&col=77");
+  const json one = served_->get_json("/api/value?ckpt=0&tensor=thin&row=100&col=77");
   const uint64_t index = 100 * 144 + 77;
   EXPECT_EQ(one["index"], index);
   EXPECT_EQ(one["coords"], json({index / 8, index % 8}));
   EXPECT_EQ(one["matrix_row"], index / 8);
   EXPECT_EQ(one["matrix_col"], index % 8);
   EXPECT_EQ(one["value"].get<double>(), static_cast<double>(v[index]));
-  const json conv = get_json("/api/value?ckpt=0&tensor=conv&row=3&col=100");
+  const json conv = served_->get_json("/api/value?ckpt=0&tensor=conv&row=3&col=100");
   EXPECT_EQ(conv["coords"], json({3, 100 / 9, 100 % 9 / 3, 100 % 3}));
   EXPECT_EQ(conv["matrix_row"], (3 * 288 + 100) / 3);
-  const json outside = get_json("/api/value?ckpt=0&tensor=thin&row=128&col=0", 400);
+  const json outside = served_->get_json("/api/value?ckpt=0&tensor=thin&row=128&col=0", 400);
   EXPECT_NE(outside["hint"].get<std::string>().find("128 x 144"), std::string::npos) << outside.dump();
   // A quantized fold: display row 8 of the Q8_0 vector is its last block.
   const std::vector<float> q8 = decoded("quant.gguf", "q8");
-  const json last = get_json("/api/values?ckpt=1&tensor=q8&row=8&col=0&rows=1&cols=32");
+  const json last = served_->get_json("/api/values?ckpt=1&tensor=q8&row=8&col=0&rows=1&cols=32");
   ASSERT_EQ(last["cols"], 32);
   for (uint64_t j = 0; j < 32; ++j) EXPECT_EQ(last["values"][j].get<double>(), static_cast<double>(q8[256 + j])) << j;
   // A cell of the deepest level but 3 (8 x 8 elements) covers those elements of the view.
-  const json zoom = get_json("/api/tensor?ckpt=0&tensor=thin")["zoom"];
-  const json cell = get_json("/api/cell?ckpt=0&tensor=thin&level=" + std::to_string(zoom["max_level"].get<int>() - 8) +
+  const json zoom = served_->get_json("/api/tensor?ckpt=0&tensor=thin")["zoom"];
+  const json cell = served_->get_json("/api/cell?ckpt=0&tensor=thin&level=" + std::to_string(zoom["max_level"].get<int>() - 8) +
                              "&row=20&col=140");
   EXPECT_EQ(cell["rows"], json({16, 24}));
   EXPECT_EQ(cell["cols"], json({136, 144}));
@@ -265,7 +242,7 @@ TEST_F(ServerView, LocateFindsTheLargestMagnitudeInEveryCoordinateSystem) {
   for (uint64_t i = 1; i < values.size(); ++i) {
     if (std::fabs(values[i]) > std::fabs(values[best])) best = i;
   }
-  const json a = get_json("/api/locate?ckpt=0&tensor=vector&what=absmax");
+  const json a = served_->get_json("/api/locate?ckpt=0&tensor=vector&what=absmax");
   EXPECT_EQ(a["found"], true);
   EXPECT_EQ(a["index"], best);
   EXPECT_EQ(a["coords"], json({best}));
@@ -277,17 +254,17 @@ TEST_F(ServerView, LocateFindsTheLargestMagnitudeInEveryCoordinateSystem) {
   EXPECT_EQ(a["kind"], "value");
   EXPECT_EQ(a["records"][0]["op"], "tm.top_k@1");
   // Nothing non-finite: without an index every band is decoded to say so.
-  const json none = get_json("/api/locate?ckpt=0&tensor=thin&what=nonfinite");
+  const json none = served_->get_json("/api/locate?ckpt=0&tensor=thin&what=nonfinite");
   EXPECT_EQ(none["found"], false);
   EXPECT_EQ(none["index"], nullptr);
   ASSERT_FALSE(none["records"].empty());
   EXPECT_EQ(none["records"][0]["op"], "tm.decode@1");
-  EXPECT_EQ(get_json("/api/locate?ckpt=0&tensor=thin&what=median", 400)["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(served_->get_json("/api/locate?ckpt=0&tensor=thin&what=median", 400)["code"], "INVALID_ARGUMENT");
 }
 
 TEST_F(ServerView, TensorsListsTenThousandTensorsWithTheirPlaces) {
   const auto start = std::chrono::steady_clock::now();
-  auto res = get("/api/tensors?ckpt=2");
+  auto res = served_->get("/api/tensors?ckpt=2");
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200);
