@@ -22,7 +22,11 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
   last_ = now;
   const double fraction = bytes_total ? static_cast<double>(bytes_done) / static_cast<double>(bytes_total) : 1.0;
   const double gbps = seconds > 0 ? static_cast<double>(bytes_done) / seconds / 1e9 : 0.0;
-  const double eta = gbps > 0 ? static_cast<double>(bytes_total - bytes_done) / (gbps * 1e9) : 0.0;
+  // The first moments' rate says little (open, first page faults): no ETA until it means something.
+  const bool rate_known = gbps > 0 && seconds >= 0.5 && fraction >= 0.01;
+  char eta[32] = "ETA   --";
+  if (complete) std::snprintf(eta, sizeof eta, "ETA 0s");
+  else if (rate_known) std::snprintf(eta, sizeof eta, "ETA %.0fs", static_cast<double>(bytes_total - bytes_done) / (gbps * 1e9));
   // Tensor names come from the file: escape them so they cannot move the cursor or recolour the terminal.
   std::string shown = printable(current, terminal_ ? 40 : 200);
   char line[1024];
@@ -31,11 +35,11 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
     constexpr int kWidth = 28;
     std::string bar(static_cast<size_t>(fraction * kWidth), '#');
     bar.resize(kWidth, '.');
-    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %s / %s  %.2f GB/s  ETA %.0fs  %s", label_.c_str(),
-                  bar.c_str(), 100 * fraction, human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps,
-                  eta, shown.c_str());
+    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %s / %s  %.2f GB/s  %s  %s", label_.c_str(), bar.c_str(),
+                  100 * fraction, human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps, eta,
+                  shown.c_str());
   } else {
-    std::snprintf(line, sizeof line, "%s: %.1f%%  %s / %s  %.2f GB/s  ETA %.0fs  %s\n", label_.c_str(), 100 * fraction,
+    std::snprintf(line, sizeof line, "%s: %.1f%%  %s / %s  %.2f GB/s  %s  %s\n", label_.c_str(), 100 * fraction,
                   human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps, eta, shown.c_str());
   }
   if (!terminal_ && line == last_line_) return;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +13,7 @@
 #include "compute/settings.h"
 #include "engine/compute_session.h"
 #include "server/catalog.h"
+#include "server/compression.h"
 #include "server/tiles.h"
 
 namespace httplib {
@@ -54,6 +56,14 @@ class ApiContext {
   std::mutex consent_mutex_;
   std::deque<nlohmann::ordered_json> consent_requests_;
   uint64_t consent_sequence_ = 0;
+  /// A checkpoint's whole /api/tensors answer, kept while its index is the one it was made from.
+  struct Listing {
+    std::shared_ptr<const index::IndexContents> contents;
+    std::string state;
+    std::shared_ptr<const PackedJson> answer;
+  };
+  std::mutex listing_mutex_;
+  std::map<size_t, Listing> listings_;  // by checkpoint id (listing_mutex_)
   std::mutex settings_mutex_;
   compute::Settings running_;  // what this server uses now (settings_mutex_); the file changes only when asked
 };

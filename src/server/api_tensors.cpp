@@ -95,6 +95,8 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
     reply_json(res, {{"checkpoints", list}});
   });
 
+  // A large model's listing is megabytes of JSON and costs more to build than to send; it changes
+  // only when the index does, so the whole answer is kept per checkpoint and index.
   http.Get("/api/tensors", [this](const httplib::Request& req, httplib::Response& res) {
     auto target = target_of(req, res, *catalog_, false);
     if (!target) return;
@@ -103,6 +105,13 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
     const auto tensors = ckpt.tensors();
     std::string state;
     const auto contents = catalog_->index_of(target->checkpoint, &state);
+    if (filter.empty()) {
+      std::lock_guard lock(listing_mutex_);
+      auto kept = listings_.find(target->checkpoint);
+      if (kept != listings_.end() && kept->second.contents == contents && kept->second.state == state) {
+        return reply_packed_json(req, res, *kept->second.answer);
+      }
+    }
     std::vector<engine::TensorPlace> places;
     places.reserve(tensors.size());
     for (const TensorInfo& t : tensors) places.push_back(engine::place_of(t.name));
@@ -115,8 +124,14 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
       const index::TensorPyramid* pyramid = contents ? catalog_->indexed(target->checkpoint, *contents, tensors[i].name) : nullptr;
       list.push_back(tensor_json(i, tensors[i], file_names[tensors[i].file], places[i], pyramid));
     }
-    reply_json(res, {{"checkpoint", target->checkpoint}, {"total", list.size()}, {"index_state", state},
-                     {"stacks", layout_json(engine::model_layout(places))}, {"tensors", std::move(list)}});
+    auto answer = std::make_shared<const PackedJson>(pack_json(
+        json_text({{"checkpoint", target->checkpoint}, {"total", list.size()}, {"index_state", state},
+                   {"stacks", layout_json(engine::model_layout(places))}, {"tensors", std::move(list)}})));
+    if (filter.empty()) {
+      std::lock_guard lock(listing_mutex_);
+      listings_[target->checkpoint] = Listing{contents, state, answer};
+    }
+    reply_packed_json(req, res, *answer);
   });
 
   http.Get("/api/tensor", [this](const httplib::Request& req, httplib::Response& res) {

@@ -56,4 +56,19 @@ void compress_response(const httplib::Request& req, httplib::Response& res) {
   res.set_header("Content-Length", std::to_string(res.body.size()));
 }
 
+PackedJson pack_json(std::string text) {
+  PackedJson packed{std::move(text), {}};
+  if (packed.text.size() > UINT32_MAX || !gzip(packed.text, packed.gzipped)) packed.gzipped.clear();
+  return packed;
+}
+
+void reply_packed_json(const httplib::Request& req, httplib::Response& res, const PackedJson& packed) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("Vary", "Accept-Encoding");
+  if (packed.gzipped.empty() || !accepts_gzip(req)) return res.set_content(packed.text, kJsonType);
+  res.set_content(packed.gzipped, kJsonType);
+  res.set_header("Content-Encoding", "gzip");
+}
+
 }  // namespace tensormorph::server

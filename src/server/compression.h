@@ -3,6 +3,8 @@
 // takes seconds for a 10,000-tensor listing (about 1 MB/s).
 #pragma once
 
+#include <string>
+
 #include <httplib.h>
 
 namespace tensormorph::server {
@@ -18,5 +20,15 @@ void set_web_file_types(httplib::Server& server);
 /// above, not compressed yet, and `req` accepts gzip. A post-routing handler (it runs after the
 /// library's own compression, which these types escape).
 void compress_response(const httplib::Request& req, httplib::Response& res);
+
+/// A JSON text with its gzip form made once, for answers sent many times unchanged.
+struct PackedJson {
+  std::string text;     ///< the JSON
+  std::string gzipped;  ///< `text` gzip-compressed; empty when compressing failed
+};
+/// Packs `text` (compressing it once).
+PackedJson pack_json(std::string text);
+/// Replies `packed` as JSON: its gzip form when `req` accepts gzip, else the text.
+void reply_packed_json(const httplib::Request& req, httplib::Response& res, const PackedJson& packed);
 
 }  // namespace tensormorph::server

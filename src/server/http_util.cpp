@@ -8,10 +8,14 @@
 
 namespace tensormorph::server {
 
+std::string json_text(const nlohmann::ordered_json& body) {
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
+  res.set_content(json_text(body), kJsonType);
 }
 
 void reply_error(httplib::Response& res, const Status& status, const std::string& hint) {

@@ -14,6 +14,8 @@ namespace tensormorph::server {
 
 /// Replies `body` as JSON with `status` (200 by default).
 void reply_json(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
+/// `body` as reply_json sends it.
+std::string json_text(const nlohmann::ordered_json& body);
 /// Replies {"error": message, "code": "NOT_FOUND"} with the HTTP status matching the code, plus
 /// "hint" (what the user can do about it): `hint` when not empty, else the status's own.
 void reply_error(httplib::Response& res, const Status& status, const std::string& hint = {});

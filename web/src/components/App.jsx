@@ -4,6 +4,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { effect } from '@preact/signals';
 
 import { api } from '../lib/api.js';
+import { colorTable } from '../lib/colors.js';
 import { prepareModel, unusualTensors, buildTree, treeOrder } from '../lib/model.js';
 import * as S from '../lib/state.js';
 import { TopBar } from './TopBar.jsx';
@@ -28,7 +29,8 @@ async function refreshCheckpoints() {
 let modelRequest = 0;
 async function loadModel(id) {
   const mine = ++modelRequest;
-  const answer = await api('/api/tensors', { ckpt: id });
+  // The overview's colour table comes with the listing, so that its first drawing is in colour.
+  const [answer] = await Promise.all([api('/api/tensors', { ckpt: id }), colorTable('sequential', null).catch(() => null)]);
   if (mine !== modelRequest) return;
   S.model.value = prepareModel(answer);
   window.__tm = { ...(window.__tm || {}), model: S.model.value };

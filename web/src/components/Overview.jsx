@@ -5,7 +5,7 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/ho
 
 import { api } from '../lib/api.js';
 import { blockLines } from '../lib/charts.js';
-import { colorTable, colorAt, paintBar, CATEGORY_COLORS, NON_FINITE } from '../lib/colors.js';
+import { colorTable, loadedColorTable, colorAt, paintBar, CATEGORY_COLORS, NON_FINITE } from '../lib/colors.js';
 import { fmt, count, bytes, shortCount, shape as shapeText } from '../lib/format.js';
 import { nonFinite, unusualTensors, describeNonFinite } from '../lib/model.js';
 import * as S from '../lib/state.js';
@@ -199,16 +199,17 @@ function RoleLines({ stack, tensors, stat, diffs }) {
     }
     const shown = series.filter((s) => s.values.some((v) => v !== null));
     const labelToRole = new Map(shown.map((s) => [s.label, s.role]));
-    // Drawn just after the grid, so that the grid paints first.
-    let plot = null;
-    const timer = setTimeout(() => { plot = blockLines(ref.current, {
+    // Drawn after the grid has been painted (the next frame, then a task), so that it never delays it.
+    let plot = null, timer = 0;
+    const frame = requestAnimationFrame(() => { timer = setTimeout(draw, 0); });
+    const draw = () => { plot = blockLines(ref.current, {
       blocks, series: shown, width: Math.max(320, ref.current.clientWidth), height: 220, log, onHover: setHover,
       onPoint: (label, block) => {
         const t = tensors.find((x) => x.block === block && x.role === labelToRole.get(label));
         if (t) S.go({ tensor: t.name, view: 'tensor' });
       },
-    }); }, 0);
-    return () => { clearTimeout(timer); if (plot) plot.destroy(); };
+    }); };
+    return () => { cancelAnimationFrame(frame); clearTimeout(timer); if (plot) plot.destroy(); };
   }, [stack, tensors, stat, diffs, log, S.theme.value]);  // the axes take the theme's colours when made
   if (!STATS[stat].numeric || stack.blockList.length < 2) return null;
   return (
@@ -285,10 +286,10 @@ export function Overview() {
   const m = S.model.value;
   const stat = STATS[S.overviewStat.value] ? S.overviewStat.value : 'std';
   const [perRole, setPerRole] = useState(true);
-  const [colors, setColors] = useState(null);
+  const [colors, setColors] = useState(() => loadedColorTable('sequential', null));
   const [hover, setHover] = useState(null);
   const diffs = useDiffs(stat === 'diff');
-  useEffect(() => { colorTable('sequential', null).then(setColors, () => setColors(null)); }, []);
+  useEffect(() => { if (!colors) colorTable('sequential', null).then(setColors, () => setColors(null)); }, []);
 
   const stacks = useMemo(() => {
     const out = [];

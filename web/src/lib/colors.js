@@ -3,6 +3,8 @@
 import { api } from './api.js';
 
 const tables = new Map();
+const loaded = new Map();
+const cssOf = new WeakMap();
 let paletteList = null;
 
 /** /api/colormaps: the scales and the palettes with their properties. */
@@ -14,15 +16,29 @@ export async function palettes() {
 /** The 256 RGB entries of a scale under a palette (null: the scale's default). */
 export async function colorTable(scale, palette) {
   const key = `${scale}/${palette || ''}`;
-  if (!tables.has(key)) tables.set(key, api(`/api/colormap/${scale}`, palette ? { palette } : null).then((r) => r.colors));
+  if (!tables.has(key)) {
+    tables.set(key, api(`/api/colormap/${scale}`, palette ? { palette } : null).then((r) => {
+      loaded.set(key, r.colors);
+      return r.colors;
+    }));
+  }
   return tables.get(key);
+}
+
+/** The table colorTable() has already fetched, or null: a view can draw in colour on its first render. */
+export function loadedColorTable(scale, palette) {
+  return loaded.get(`${scale}/${palette || ''}`) || null;
 }
 
 /** Table entry for t in [0, 1] (the renderer's rounding). */
 export function colorAt(colors, t) {
   const i = !(t > 0) ? 0 : t >= 1 ? 255 : Math.floor(t * 255 + 0.5);
-  const c = colors[i];
-  return `rgb(${c[0]},${c[1]},${c[2]})`;
+  let css = cssOf.get(colors);
+  if (!css) {
+    css = colors.map((c) => `rgb(${c[0]},${c[1]},${c[2]})`);  // a grid of 10,000 cells asks 10,000 times
+    cssOf.set(colors, css);
+  }
+  return css[i];
 }
 
 /** Paints a horizontal colour bar across a canvas. */
