@@ -19,6 +19,7 @@ export function createViewer(element, { navigator = false } = {}) {
     visibilityRatio: 0.2,
     minZoomImageRatio: 0.5,
     animationTime: 0.3,
+    immediateRender: true,       // tiles are local and fast: fetch the needed level only, not every coarser one first
     preserveImageSizeOnResize: true,
     gestureSettingsMouse: { clickToZoom: false, dblClickToZoom: true },
     keyboardNavEnabled: false,   // the page's own shortcuts handle the keyboard
