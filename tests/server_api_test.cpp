@@ -100,6 +100,42 @@ TEST_F(ServerApi, ListsCheckpointsAndSearchesTensors) {
   }
 }
 
+// The columns form is the entries form transposed: rebuilt tensor by tensor it is equal to it,
+// string fields of few values come as a dictionary, and an unknown form is refused with a hint.
+TEST_F(ServerApi, TensorsAsColumnsAreTheEntriesTransposed) {
+  const json entries = served_->get_json("/api/tensors?ckpt=0");
+  const json columns = served_->get_json("/api/tensors?ckpt=0&form=columns");
+  ASSERT_FALSE(columns.contains("tensors"));
+  EXPECT_EQ(columns["total"], entries["total"]);
+  EXPECT_EQ(columns["stacks"], entries["stacks"]);
+  const json& c = columns["columns"];
+  ASSERT_TRUE(c["dtype"].contains("codes")) << "two storage types over 38 tensors: a dictionary";
+  ASSERT_TRUE(c["name"].is_array());
+  auto field = [&](const std::string& key, size_t i) -> json {
+    const json& column = c[key];
+    return column.is_object() ? column["values"][column["codes"][i].get<size_t>()] : column[i];
+  };
+  const size_t n = entries["tensors"].size();
+  for (size_t i = 0; i < n; ++i) {
+    const json& e = entries["tensors"][i];
+    json rebuilt = json::object();
+    for (const auto& f : e.items()) {
+      if (f.key() == "stats") continue;
+      rebuilt[f.key()] = field(f.key(), i);
+    }
+    json stats = json::object();
+    for (const auto& s : c["stats"].items()) stats[s.key()] = s.value()[i];
+    rebuilt["stats"] = stats;
+    EXPECT_EQ(rebuilt, e) << i;
+  }
+  // Asked again, each form comes from the kept answer, unchanged.
+  EXPECT_EQ(served_->get_json("/api/tensors?ckpt=0&form=columns"), columns);
+  EXPECT_EQ(served_->get_json("/api/tensors?ckpt=0"), entries);
+  const json refused = served_->get_json("/api/tensors?ckpt=0&form=rows", 400);
+  EXPECT_EQ(refused["code"], "INVALID_ARGUMENT");
+  EXPECT_NE(refused["hint"].get<std::string>().find("form=columns"), std::string::npos);
+}
+
 // Large answers go out gzip-compressed at a fast level to clients that take gzip (a browser asks
 // for Brotli too, which the library would produce at its slowest quality), and plain to others.
 TEST_F(ServerApi, LargeAnswersAreGzippedForClientsThatAcceptIt) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +64,7 @@ class ApiContext {
     std::shared_ptr<const PackedJson> answer;
   };
   std::mutex listing_mutex_;
-  std::map<size_t, Listing> listings_;  // by checkpoint id (listing_mutex_)
+  std::map<std::pair<size_t, bool>, Listing> listings_;  // by checkpoint id and columns form (listing_mutex_)
   std::mutex settings_mutex_;
   compute::Settings running_;  // what this server uses now (settings_mutex_); the file changes only when asked
 };

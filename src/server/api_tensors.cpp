@@ -1,6 +1,8 @@
 // The routes that list and describe: checkpoints, tensors with their place in the model, one
 // tensor with its display view, and locating an element to jump to.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 
@@ -63,6 +65,56 @@ json tensor_json(size_t index, const TensorInfo& t, const std::string& file_name
   return j;
 }
 
+// The listing as columns: every entry field an array over the tensors (the statistics one array
+// per statistic, null where a tensor has none yet), and a string field that takes few values a
+// dictionary {values, codes}. Transposed from the entries, so the two forms cannot disagree; for
+// a 10,000-tensor model it is less than half the size and much quicker for a browser to parse.
+json as_columns(const json& entries) {
+  json columns = json::object();
+  if (entries.empty()) return columns;
+  const json* stats_keys = nullptr;
+  for (const json& e : entries) {
+    if (!e["stats"].is_null()) {
+      stats_keys = &e["stats"];
+      break;
+    }
+  }
+  for (const auto& field : entries.front().items()) {
+    const std::string& key = field.key();
+    if (key == "stats") continue;
+    json column = json::array();
+    column.get_ref<json::array_t&>().reserve(entries.size());
+    for (const json& e : entries) column.push_back(e[key]);
+    columns[key] = std::move(column);
+  }
+  json stats = nullptr;
+  if (stats_keys != nullptr) {
+    stats = json::object();
+    for (const auto& stat : stats_keys->items()) {
+      json column = json::array();
+      column.get_ref<json::array_t&>().reserve(entries.size());
+      for (const json& e : entries) column.push_back(e["stats"].is_null() ? json(nullptr) : e["stats"][stat.key()]);
+      stats[stat.key()] = std::move(column);
+    }
+  }
+  columns["stats"] = std::move(stats);
+  for (auto& field : columns.items()) {
+    if (field.key() == "name" || !field.value().is_array()) continue;
+    json& column = field.value();
+    if (!std::all_of(column.begin(), column.end(), [](const json& v) { return v.is_string(); })) continue;
+    std::map<std::string, size_t> code_of;
+    json values = json::array(), codes = json::array();
+    for (const json& v : column) {
+      auto [at, added] = code_of.emplace(v.get<std::string>(), code_of.size());
+      if (added) values.push_back(v);
+      codes.push_back(at->second);
+    }
+    if (code_of.size() * 2 > column.size()) continue;
+    column = {{"values", std::move(values)}, {"codes", std::move(codes)}};
+  }
+  return columns;
+}
+
 std::string value_text(float v) {
   char text[48];
   std::snprintf(text, sizeof text, "%.9g", static_cast<double>(v));
@@ -101,13 +153,19 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
     auto target = target_of(req, res, *catalog_, false);
     if (!target) return;
     const std::string filter = param(req, "q").value_or("");
+    const std::string form = param(req, "form").value_or("entries");
+    if (form != "entries" && form != "columns") {
+      return reply_error(res, Status::InvalidArgument("form must be entries or columns, not '" + form + "'"),
+                         "leave form out for one object per tensor; form=columns sends one array per field");
+    }
+    const std::pair<size_t, bool> kept_as{target->checkpoint, form == "columns"};
     const Checkpoint& ckpt = *catalog_->at(target->checkpoint).checkpoint;
     const auto tensors = ckpt.tensors();
     std::string state;
     const auto contents = catalog_->index_of(target->checkpoint, &state);
     if (filter.empty()) {
       std::lock_guard lock(listing_mutex_);
-      auto kept = listings_.find(target->checkpoint);
+      auto kept = listings_.find(kept_as);
       if (kept != listings_.end() && kept->second.contents == contents && kept->second.state == state) {
         return reply_packed_json(req, res, *kept->second.answer);
       }
@@ -124,12 +182,17 @@ void ApiContext::register_tensor_routes(httplib::Server& http) {
       const index::TensorPyramid* pyramid = contents ? catalog_->indexed(target->checkpoint, *contents, tensors[i].name) : nullptr;
       list.push_back(tensor_json(i, tensors[i], file_names[tensors[i].file], places[i], pyramid));
     }
-    auto answer = std::make_shared<const PackedJson>(pack_json(
-        json_text({{"checkpoint", target->checkpoint}, {"total", list.size()}, {"index_state", state},
-                   {"stacks", layout_json(engine::model_layout(places))}, {"tensors", std::move(list)}})));
+    json listing = {{"checkpoint", target->checkpoint}, {"total", list.size()}, {"index_state", state},
+                    {"stacks", layout_json(engine::model_layout(places))}};
+    if (kept_as.second) {
+      listing["columns"] = as_columns(list);
+    } else {
+      listing["tensors"] = std::move(list);
+    }
+    auto answer = std::make_shared<const PackedJson>(pack_json(json_text(listing)));
     if (filter.empty()) {
       std::lock_guard lock(listing_mutex_);
-      listings_[target->checkpoint] = Listing{contents, state, answer};
+      listings_[kept_as] = Listing{contents, state, answer};
     }
     reply_packed_json(req, res, *answer);
   });

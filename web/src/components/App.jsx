@@ -5,6 +5,7 @@ import { effect } from '@preact/signals';
 
 import { api } from '../lib/api.js';
 import { colorTable } from '../lib/colors.js';
+import { afterFirstHeatmap } from '../lib/heatmap.js';
 import { prepareModel, unusualTensors, buildTree, treeOrder } from '../lib/model.js';
 import * as S from '../lib/state.js';
 import { TopBar } from './TopBar.jsx';
@@ -30,26 +31,10 @@ let modelRequest = 0;
 async function loadModel(id) {
   const mine = ++modelRequest;
   // The overview's colour table comes with the listing, so that its first drawing is in colour.
-  const [answer] = await Promise.all([api('/api/tensors', { ckpt: id }), colorTable('sequential', null).catch(() => null)]);
+  const [answer] = await Promise.all([api('/api/tensors', { ckpt: id, form: 'columns' }), colorTable('sequential', null).catch(() => null)]);
   if (mine !== modelRequest) return;
   S.model.value = prepareModel(answer);
   window.__tm = { ...(window.__tm || {}), model: S.model.value };
-}
-
-/** The tensors in tree order (for next / previous). */
-// Runs `then` once the first heatmap is drawn, or after 1.5 s.
-function afterFirstHeatmap(then) {
-  let done = false;
-  const observer = new PerformanceObserver((list) => { if (list.getEntries().some((e) => e.name === 'tm-heatmap-painted')) once(); });
-  const timer = setTimeout(() => once(), 1500);
-  function once() {
-    if (done) return;
-    done = true;
-    observer.disconnect();
-    clearTimeout(timer);
-    then();
-  }
-  observer.observe({ type: 'mark', buffered: true });
 }
 
 /** The tensors in the order the tree shows them (for next / previous). */

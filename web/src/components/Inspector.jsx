@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 
 import { api } from '../lib/api.js';
 import { histogram } from '../lib/charts.js';
+import { afterFirstHeatmap, heatmapPainted } from '../lib/heatmap.js';
 import { fmt, count } from '../lib/format.js';
 import * as S from '../lib/state.js';
 import { heatmapActions } from './Shortcuts.jsx';
@@ -156,7 +157,10 @@ function Outliers({ ckptId, name }) {
 
 export function Inspector() {
   const name = S.tensorName.value, ckptId = S.ckpt.value;
+  const [heatmapFirst, setHeatmapFirst] = useState(() => !heatmapPainted());
+  useEffect(() => (heatmapFirst ? afterFirstHeatmap(() => setHeatmapFirst(false)) : undefined), []);
   if (!name) return <div class="inspector dim">no tensor selected</div>;
+  if (heatmapFirst) return <div class="inspector dim">statistics, distribution and outliers follow the heatmap…</div>;
   return (
     <div class="inspector" key={`${ckptId}/${name}`}>
       <Statistics ckptId={ckptId} name={name} />

@@ -4,6 +4,28 @@ import OpenSeadragon from 'openseadragon';
 
 import { fetchBlob } from './api.js';
 
+// A page opened on a tensor draws its heatmap first; what can wait (the model's listing, the
+// inspector's analyses) asks the server and the page's thread after it.
+/** True once the page has drawn a heatmap. */
+export const heatmapPainted = () => performance.getEntriesByName('tm-heatmap-painted').length > 0;
+
+/** Runs `then` once the page's first heatmap is drawn (at once if it is), or after 1.5 s. */
+export function afterFirstHeatmap(then) {
+  if (heatmapPainted()) { then(); return () => {}; }
+  let done = false;
+  const observer = new PerformanceObserver((list) => { if (list.getEntries().some((e) => e.name === 'tm-heatmap-painted')) once(); });
+  const timer = setTimeout(() => once(), 1500);
+  function once() {
+    if (done) return;
+    done = true;
+    observer.disconnect();
+    clearTimeout(timer);
+    then();
+  }
+  observer.observe({ type: 'mark', buffered: true });
+  return () => { done = true; observer.disconnect(); clearTimeout(timer); };
+}
+
 /** A deep-zoom viewer on `element`. `navigator` adds the minimap. */
 export function createViewer(element, { navigator = false } = {}) {
   return OpenSeadragon({

@@ -2,11 +2,33 @@
 // rule, and what makes a tensor unusual. Layout fields (stack, block, role) come from the server.
 import { naturalCompare } from './format.js';
 
-/** Adds lookups to an /api/tensors answer. */
+/** An /api/tensors?form=columns answer's tensors as objects (the form=entries shape). */
+function tensorsOf(columns, total) {
+  const decode = (c) => (c && c.codes ? c.codes.map((i) => c.values[i]) : c);
+  const fields = Object.entries(columns).filter(([k]) => k !== 'stats').map(([k, c]) => [k, decode(c)]);
+  const stats = columns.stats ? Object.entries(columns.stats) : [];
+  const tensors = new Array(total);
+  for (let i = 0; i < total; ++i) {
+    const t = {};
+    for (const [k, c] of fields) t[k] = c[i];
+    let s = null;
+    if (stats.length && stats[0][1][i] !== null) {
+      s = {};
+      for (const [k, c] of stats) s[k] = c[i];
+    }
+    t.stats = s;
+    tensors[i] = t;
+  }
+  return tensors;
+}
+
+/** Adds lookups to an /api/tensors answer (either form). */
 export function prepareModel(answer) {
+  const tensors = answer.columns ? tensorsOf(answer.columns, answer.total) : answer.tensors;
   const byName = new Map();
-  for (const t of answer.tensors) byName.set(t.name, t);
-  return { ...answer, byName };
+  for (const t of tensors) byName.set(t.name, t);
+  const { columns, ...rest } = answer;
+  return { ...rest, tensors, byName };
 }
 
 /** Number of non-finite values a tensor's index statistics found (0 when unknown). */
