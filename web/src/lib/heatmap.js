@@ -41,7 +41,10 @@ export function createViewer(element, { navigator = false } = {}) {
     visibilityRatio: 0.2,
     minZoomImageRatio: 0.5,
     animationTime: 0.3,
-    immediateRender: true,       // tiles are local and fast: fetch the needed level only, not every coarser one first
+    // Tiles are local and fast: fetch the level a view needs only (not every coarser one first),
+    // and a screenful of them at once (the library's default is one new tile per frame).
+    immediateRender: true,
+    maxTilesPerFrame: 8,
     preserveImageSizeOnResize: true,
     gestureSettingsMouse: { clickToZoom: false, dblClickToZoom: true },
     keyboardNavEnabled: false,   // the page's own shortcuts handle the keyboard
