@@ -55,10 +55,12 @@ function drawStrip(canvas, viewer, info, strips, horizontal) {
   if (!(top > 0)) return;
   const ppe = info.zoom.pixels_per_element, n = horizontal ? canvas.width : canvas.height, depth = horizontal ? canvas.height : canvas.width;
   ctx.fillStyle = getComputedStyle(document.documentElement).getPropertyValue('--accent').trim();
+  // The view is not rotated: screen to image is affine along each axis, two points give it.
+  const o = viewer.viewport.viewerElementToImageCoordinates(new H.OpenSeadragon.Point(0, 0));
+  const u = viewer.viewport.viewerElementToImageCoordinates(new H.OpenSeadragon.Point(1, 1));
+  const start = horizontal ? o.x : o.y, perPixel = horizontal ? u.x - o.x : u.y - o.y;
   for (let p = 0; p < n; ++p) {
-    const a = viewer.viewport.viewerElementToImageCoordinates(new H.OpenSeadragon.Point(horizontal ? p : 0, horizontal ? 0 : p));
-    const b = viewer.viewport.viewerElementToImageCoordinates(new H.OpenSeadragon.Point(horizontal ? p + 1 : 0, horizontal ? 0 : p + 1));
-    const i0 = Math.max(0, Math.floor((horizontal ? a.x : a.y) / ppe)), i1 = Math.min(values.length, Math.ceil((horizontal ? b.x : b.y) / ppe));
+    const i0 = Math.max(0, Math.floor((start + p * perPixel) / ppe)), i1 = Math.min(values.length, Math.ceil((start + (p + 1) * perPixel) / ppe));
     let m = -1;
     for (let i = i0; i < i1; ++i) if (values[i] > m) m = values[i];
     if (m < 0) continue;
