@@ -5,7 +5,10 @@ cd "$(dirname "$0")/.."
 config="${1:-release}"
 case "$config" in
   release) dir=build/release; flags=(-DCMAKE_BUILD_TYPE=Release -DTM_WERROR=ON) ;;
-  asan)    dir=build/asan;    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON -DTM_SANITIZE=ON -DTM_BUILD_BENCH=OFF) ;;
+  # Line tables (-g1) are what sanitizer reports need (file:line in every frame); full debug
+  # information made the objects three times larger and the build a fifth slower.
+  asan)    dir=build/asan;    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON -DTM_SANITIZE=ON -DTM_BUILD_BENCH=OFF
+                                     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
