@@ -12,6 +12,7 @@ PACKAGES=(
   libcpp-httplib-dev libspng-dev          # tensormorph serve: HTTP server, PNG tiles
   chromium wrk                            # the viewer's browser tests and its load benchmark
   fio time                                # bench/cold_index.sh: the device's best read, peak RSS
+  libvulkan1 mesa-vulkan-drivers          # the WebGPU backend's Vulkan loader, and lavapipe (a software Vulkan device)
 )
 # The web UI builds with Node.js and npm; a machine that already has them (any source) keeps its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
@@ -23,12 +24,30 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "installing: ${missing[*]}" >&2
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "installing: ${missing[*]}" >&2
-$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
+# The WebGPU backend needs a Vulkan device with the features Dawn requires; Debian 12's lavapipe
+# (Mesa 22.3) lacks two (sampled and storage image array dynamic indexing), bookworm-backports'
+# (Mesa 25) has them.
+mesa_version=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)
+if ! dpkg --compare-versions "${mesa_version:-0}" ge 24; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+      $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null
+  fi
+  echo "installing: mesa-vulkan-drivers from bookworm-backports (lavapipe for the WebGPU backend)" >&2
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+    -t bookworm-backports mesa-vulkan-drivers
+fi
+
+# Dawn (the WebGPU backend's library) comes from npm, which the packages above provide.
+"$(dirname "$0")/install-dawn.sh"

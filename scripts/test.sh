@@ -17,6 +17,7 @@ plugins/opencl/build.sh
 
 echo "== tests (ASan + UBSan)"
 export TM_REQUIRE_OPENCL=1
+export TM_REQUIRE_WEBGPU=1  # the WebGPU backend on lavapipe (scripts/install-deps.sh installs both)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt:print_suppressions=0"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

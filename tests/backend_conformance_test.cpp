@@ -4,7 +4,8 @@
 // definition's CPU reference bit for bit, from host memory and from a resident buffer. Backends come
 // from a real ComputeSession: the built-in ones, the modules built into this build's plugins/
 // directory (CUDA, HIP) and the OpenCL plugin (plugins/opencl/build, on PoCL). A backend without a
-// device is reported with its own reason; with TM_REQUIRE_OPENCL set the OpenCL plugin must take part.
+// device is reported with its own reason; with TM_REQUIRE_OPENCL set the OpenCL plugin must take part,
+// with TM_REQUIRE_WEBGPU the WebGPU backend (CI runs it on lavapipe, a software Vulkan device).
 #include <dlfcn.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
@@ -457,6 +458,10 @@ TEST(BackendConformance, EveryOperationOfTheRegistryEqualsItsReferenceOnEveryBac
   EXPECT_GT(per_backend["cpu"].checked, 0) << "the CPU backend ran no case";
   if (std::getenv("TM_REQUIRE_OPENCL") != nullptr) {
     EXPECT_GT(per_backend["opencl"].checked, 0) << "TM_REQUIRE_OPENCL is set but the OpenCL plugin ran no case:"
+                                                << why_nothing(*session);
+  }
+  if (std::getenv("TM_REQUIRE_WEBGPU") != nullptr) {
+    EXPECT_GT(per_backend["webgpu"].checked, 0) << "TM_REQUIRE_WEBGPU is set but the WebGPU backend ran no case:"
                                                 << why_nothing(*session);
   }
 }

@@ -1,0 +1,99 @@
+// The WebGPU backend instance behind TM_Backend: a WebGpuDevice, the buffers handed to the host,
+// the rates its estimates use, and the runners of each operation it implements.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "backends/webgpu/webgpu_device.h"
+#include "compute/ops/op_instance.h"
+#include "compute/ops/render_tile.h"
+#include "tensormorph/c/plugin.h"
+#include "tensormorph/status.h"
+
+namespace tensormorph::webgpu {
+
+/// Settings from TM_BackendCreateArgs::options ("key=value;key=value").
+struct BackendOptions {
+  std::string library;                       ///< library=PATH: the Dawn library (default: the installed one)
+  uint64_t chunk_bytes = uint64_t{64} << 20;  ///< chunk_mib: input bytes one upload and dispatch covers
+};
+
+/// Parses the options string (NULL or empty: defaults); unknown keys and bad values are errors.
+Result<BackendOptions> parse_backend_options(const char* text);
+
+/// A device buffer handed to the host as a TM_Buffer (memory space 1).
+struct HostVisibleBuffer {
+  DeviceBuffer device;
+  uint64_t bytes = 0;  ///< the size the host asked for
+};
+
+/// Measured rates the estimates use.
+struct Rates {
+  double host_to_device_gbps = 0;  ///< uploads (queue writes) of 32 MiB
+  double device_to_host_gbps = 0;  ///< read-backs of 32 MiB
+  double tile_stats_gbps = 0;      ///< tile_stats of resident F32, T = 256
+};
+
+/// What one execution did.
+struct RunReport {
+  double device_ns = 0;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+};
+
+/// NaN results of the host CPU's float multiply (decoded NaNs match them bit for bit).
+struct HostNan {
+  uint32_t default_nan = 0x7fc00000u;
+  bool propagate = true;
+};
+
+/// One opened WebGPU device. Every member but create() expects `mutex` held.
+class WebGpuBackend {
+ public:
+  /// Opens the device and measures its rates.
+  static Result<std::unique_ptr<WebGpuBackend>> create(const char* options);
+
+  /// Serialises every use of the device.
+  std::mutex mutex;
+
+  /// The traits reported to the host.
+  TM_DeviceTraits traits() const;
+  const Rates& rates() const { return rates_; }
+  WebGpuDevice& device() { return *device_; }
+
+  Result<std::unique_ptr<HostVisibleBuffer>> allocate(uint64_t bytes);
+  void release(std::unique_ptr<HostVisibleBuffer> buffer);
+  bool owns(const HostVisibleBuffer* buffer) const { return live_.count(buffer) != 0; }
+
+  Result<RunReport> run_decode(const ops::DecodeArgs& args);
+  Result<RunReport> run_tile_stats(const ops::TileStatsArgs& args);
+  Result<RunReport> run_histogram(const ops::HistogramArgs& args);
+  Result<RunReport> run_render(const ops::RenderArgs& args);
+
+ private:
+  WebGpuBackend() = default;
+  Status measure();
+  /// A scratch buffer `which` (0..3) of at least `bytes`, kept between executions.
+  Result<DeviceBuffer> scratch(int which, uint64_t bytes);
+  /// Binds `bytes` of an input starting `offset` bytes into the argument: its own buffer when
+  /// resident, else a scratch buffer the bytes are uploaded into. Returns the binding and the
+  /// byte at which the data starts inside it.
+  Result<std::pair<Binding, uint32_t>> bind_input(const ops::TensorArgument& input, uint64_t offset, uint64_t bytes,
+                                                  int scratch_slot);
+  /// Delivers `bytes` of device results at `src` into the output argument at `offset`.
+  Status deliver(const ops::TensorArgument& output, uint64_t offset, const DeviceBuffer& src, uint64_t bytes);
+  Result<const HostVisibleBuffer*> resident(const TM_TensorArg& arg);
+
+  BackendOptions options_;
+  std::unique_ptr<WebGpuDevice> device_;
+  HostNan host_nan_;
+  Rates rates_;
+  DeviceBuffer scratch_[4];
+  std::unordered_set<const HostVisibleBuffer*> live_;
+};
+
+}  // namespace tensormorph::webgpu

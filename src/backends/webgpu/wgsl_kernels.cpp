@@ -1,0 +1,522 @@
+#include "backends/webgpu/wgsl_kernels.h"
+
+namespace tensormorph::webgpu {
+namespace {
+
+// 64-bit integers as vec2<u32>(low, high), and the float64 values of the canonical sums in them.
+// The inputs of f64_add are finite and never subnormal (the smallest is the square of the smallest
+// float32 subnormal, 2^-298), so the addition needs no subnormal or overflow cases. WGSL takes
+// shift amounts modulo 32: every shift below keeps its amount in [0, 31].
+constexpr const char* kFloat64 = R"(
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
+}
+fn shl64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(0u, a.x << (s - 32u)); }
+  return vec2<u32>(a.x << s, (a.y << s) | (a.x >> (32u - s)));
+}
+fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(a.y >> (s - 32u), 0u); }
+  return vec2<u32>((a.x >> s) | (a.y << (32u - s)), a.y >> s);
+}
+// Shifts right and ORs every bit shifted out into bit 0 (the sticky bit of rounding).
+fn shr64_sticky(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  let r = shr64(a, s);
+  let back = shl64(r, s);
+  return vec2<u32>(r.x | select(0u, 1u, back.x != a.x || back.y != a.y), r.y);
+}
+fn clz64(a: vec2<u32>) -> u32 {
+  if (a.y != 0u) { return countLeadingZeros(a.y); }
+  return 32u + countLeadingZeros(a.x);
+}
+// IEEE float64 a + b, round to nearest even (finite, normal or zero operands).
+fn f64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let ea = (a.y >> 20u) & 0x7ffu;
+  let eb = (b.y >> 20u) & 0x7ffu;
+  if (ea == 0u) {
+    if (eb == 0u) { return vec2<u32>(0u, a.y & b.y & 0x80000000u); }
+    return b;
+  }
+  if (eb == 0u) { return a; }
+  var x = a;
+  var y = b;
+  let amag = a.y & 0x7fffffffu;
+  let bmag = b.y & 0x7fffffffu;
+  if (bmag > amag || (bmag == amag && b.x > a.x)) { x = b; y = a; }
+  let ex = (x.y >> 20u) & 0x7ffu;
+  let ey = (y.y >> 20u) & 0x7ffu;
+  // Significands with the implicit bit at 55 and three bits below for rounding.
+  let mx = shl64(vec2<u32>(x.x, (x.y & 0xfffffu) | 0x100000u), 3u);
+  let my = shr64_sticky(shl64(vec2<u32>(y.x, (y.y & 0xfffffu) | 0x100000u), 3u), ex - ey);
+  var e = ex;
+  var m: vec2<u32>;
+  if (((x.y ^ y.y) & 0x80000000u) == 0u) {
+    m = add64(mx, my);
+    if ((m.y & 0x1000000u) != 0u) { m = shr64_sticky(m, 1u); e = e + 1u; }
+  } else {
+    m = sub64(mx, my);
+    if (m.x == 0u && m.y == 0u) { return vec2<u32>(0u, 0u); }
+    let s = clz64(m) - 8u;
+    m = shl64(m, s);
+    e = e - s;
+  }
+  let low = m.x & 7u;
+  m = shr64(m, 3u);
+  if (low > 4u || (low == 4u && (m.x & 1u) == 1u)) {
+    m = add64(m, vec2<u32>(1u, 0u));
+    if ((m.y & 0x200000u) != 0u) { m = shr64(m, 1u); e = e + 1u; }
+  }
+  return vec2<u32>(m.x, (x.y & 0x80000000u) | (e << 20u) | (m.y & 0xfffffu));
+}
+// The float64 of a finite float32 (exact).
+fn f64_of(u: u32) -> vec2<u32> {
+  let sign = u & 0x80000000u;
+  let e8 = (u >> 23u) & 0xffu;
+  var m = u & 0x7fffffu;
+  var e64 = e8 + 896u;
+  if (e8 == 0u) {
+    if (m == 0u) { return vec2<u32>(0u, sign); }
+    let p = 31u - countLeadingZeros(m);
+    e64 = p + 874u;
+    m = (m << (23u - p)) & 0x7fffffu;
+  }
+  return vec2<u32>(m << 29u, sign | (e64 << 20u) | (m >> 3u));
+}
+// The float64 square of a finite float32 (exact: 48 significant bits).
+fn f64_square_of(u: u32) -> vec2<u32> {
+  let e8 = (u >> 23u) & 0xffu;
+  var m = u & 0x7fffffu;
+  var e = i32(e8) - 127;
+  if (e8 == 0u) {
+    if (m == 0u) { return vec2<u32>(0u, 0u); }
+    let p = 31u - countLeadingZeros(m);
+    m = m << (23u - p);
+    e = i32(p) - 149;
+  } else {
+    m = m | 0x800000u;
+  }
+  let h = m >> 16u;
+  let l = m & 0xffffu;
+  let hl2 = 2u * h * l;
+  var p = add64(vec2<u32>(l * l, h * h), vec2<u32>(hl2 << 16u, hl2 >> 16u));
+  var e2 = 2 * e;
+  if ((p.y & 0x8000u) != 0u) { p = shl64(p, 5u); e2 = e2 + 1; } else { p = shl64(p, 6u); }
+  return vec2<u32>(p.x, (u32(e2 + 1023) << 20u) | (p.y & 0xfffffu));
+}
+// The order key of a float32: unsigned order of keys is the order of values, -0 below +0.
+fn order_key(u: u32) -> u32 {
+  return select(~u, u | 0x80000000u, (u & 0x80000000u) == 0u);
+}
+fn key_bits(k: u32) -> u32 {
+  return select(~k, k ^ 0x80000000u, (k & 0x80000000u) != 0u);
+}
+)";
+
+// Element loads from `src` (array<u32>) at byte addresses, and float32 arithmetic on bits with
+// the host CPU's NaN results (P.default_nan, P.propagate_nan), so decoded NaNs match bit for bit.
+constexpr const char* kLoads = R"(
+fn word_at(byte: u32) -> u32 {
+  let w = byte >> 2u;
+  let s = (byte & 3u) * 8u;
+  if (s == 0u) { return src[w]; }
+  return (src[w] >> s) | (src[w + 1u] << (32u - s));
+}
+fn half_at(byte: u32) -> u32 { return (src[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xffffu; }
+fn byte_at(byte: u32) -> u32 { return (src[byte >> 2u] >> ((byte & 3u) * 8u)) & 0xffu; }
+fn half_bits(h: u32) -> u32 {
+  let sign = (h & 0x8000u) << 16u;
+  let mag = h & 0x7fffu;
+  if (mag < 0x400u) {
+    if (mag == 0u) { return sign; }
+    let p = 31u - countLeadingZeros(mag);
+    return sign | ((p + 103u) << 23u) | ((mag << (23u - p)) & 0x7fffffu);
+  }
+  if (mag >= 0x7c00u) { return sign | ((mag << 13u) + (224u << 23u)); }
+  return sign | ((mag << 13u) + (112u << 23u));
+}
+fn is_nan(u: u32) -> bool { return (u & 0x7fffffffu) > 0x7f800000u; }
+fn is_inf(u: u32) -> bool { return (u & 0x7fffffffu) == 0x7f800000u; }
+fn is_zero(u: u32) -> bool { return (u & 0x7fffffffu) == 0u; }
+fn nan_of(a: u32, b: u32) -> u32 {
+  if (P.propagate_nan != 0u) {
+    if (is_nan(a)) { return a | 0x400000u; }
+    if (is_nan(b)) { return b | 0x400000u; }
+  }
+  return P.default_nan;
+}
+fn fmul(a: u32, b: u32) -> u32 {
+  if (is_nan(a) || is_nan(b) || (is_inf(a) && is_zero(b)) || (is_zero(a) && is_inf(b))) { return nan_of(a, b); }
+  if (is_inf(a) || is_inf(b)) { return ((a ^ b) & 0x80000000u) | 0x7f800000u; }
+  return bitcast<u32>(bitcast<f32>(a) * bitcast<f32>(b));
+}
+fn fsub(a: u32, b: u32) -> u32 {
+  if (is_nan(a) || is_nan(b) || (is_inf(a) && is_inf(b) && ((a ^ b) & 0x80000000u) == 0u)) { return nan_of(a, b); }
+  if (is_inf(a)) { return a; }
+  if (is_inf(b)) { return b ^ 0x80000000u; }
+  return bitcast<u32>(bitcast<f32>(a) - bitcast<f32>(b));
+}
+fn small_int_bits(v: u32) -> u32 { return bitcast<u32>(f32(v)); }
+)";
+
+// elem(row_byte, col): the float32 bits of element `col` of the row starting at `row_byte`.
+std::string element_loader(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "fn elem(row_byte: u32, col: u32) -> u32 { return word_at(row_byte + 4u * col); }\n";
+    case DType::kF16:
+      return "fn elem(row_byte: u32, col: u32) -> u32 { return half_bits(half_at(row_byte + 2u * col)); }\n";
+    case DType::kBF16:
+      return "fn elem(row_byte: u32, col: u32) -> u32 { return half_at(row_byte + 2u * col) << 16u; }\n";
+    case DType::kQ8_0:
+      // ggml: y = d * q, with d the block's half scale.
+      return R"(
+fn elem(row_byte: u32, col: u32) -> u32 {
+  let block = row_byte + (col / 32u) * 34u;
+  let d = half_bits(half_at(block));
+  let q = i32(byte_at(block + 2u + col % 32u) << 24u) >> 24u;
+  return fmul(d, bitcast<u32>(f32(q)));
+}
+)";
+    case DType::kQ4_K:
+      // ggml's dequantize_row_q4_K: y = (d * sc) * q - (dmin * m), scales unpacked by get_scale_min_k4.
+      return R"(
+fn elem(row_byte: u32, col: u32) -> u32 {
+  let block = row_byte + (col / 256u) * 144u;
+  let e = col % 256u;
+  let j = e / 64u;
+  let upper = (e % 64u) >= 32u;
+  let is = 2u * j + select(0u, 1u, upper);
+  let scales = block + 4u;
+  var sc: u32;
+  var m: u32;
+  if (is < 4u) {
+    sc = byte_at(scales + is) & 63u;
+    m = byte_at(scales + is + 4u) & 63u;
+  } else {
+    sc = (byte_at(scales + is + 4u) & 0xfu) | ((byte_at(scales + is - 4u) >> 6u) << 4u);
+    m = (byte_at(scales + is + 4u) >> 4u) | ((byte_at(scales + is) >> 6u) << 4u);
+  }
+  let qbyte = byte_at(block + 16u + 32u * j + e % 32u);
+  let q = select(qbyte & 0xfu, qbyte >> 4u, upper);
+  let d = half_bits(half_at(block));
+  let dmin = half_bits(half_at(block + 2u));
+  let d1 = fmul(d, small_int_bits(sc));
+  let m1 = fmul(dmin, small_int_bits(m));
+  return fsub(fmul(d1, small_int_bits(q)), m1);
+}
+)";
+    default:
+      return {};
+  }
+}
+
+constexpr const char* kElementParams = R"(
+struct Params {
+  base_byte: u32,
+  count: u32,
+  default_nan: u32,
+  propagate_nan: u32,
+  bins: u32,
+  below_key: u32,
+  above_key: u32,
+  edges: u32,
+}
+)";
+
+constexpr const char* kTileParams = R"(
+struct Params {
+  base_byte: u32,
+  row_bytes: u32,
+  band_rows: u32,
+  col_begin: u32,
+  col_end: u32,
+  tile: u32,
+  tiles_x: u32,
+  out_tile_row: u32,
+  default_nan: u32,
+  propagate_nan: u32,
+}
+)";
+
+// One invocation per element of a 2-D grid of workgroups of 256.
+constexpr const char* kFlatIndex = R"(
+fn flat_index(wg: vec3<u32>, groups: vec3<u32>, t: u32) -> u32 { return (wg.y * groups.x + wg.x) * 256u + t; }
+)";
+
+}  // namespace
+
+bool kernel_dtype_supported(DType dtype) { return !element_loader(dtype).empty(); }
+
+std::string decode_kernel(DType dtype) {
+  return std::string(kElementParams) + R"(
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + kLoads + element_loader(dtype) + kFlatIndex + R"(
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let i = flat_index(wg, groups, t);
+  if (i < P.count) { dst[i] = elem(P.base_byte, i); }
+}
+)";
+}
+
+std::string histogram_kernel(DType dtype) {
+  return std::string(kElementParams) + R"(
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read> edges: array<u32>;
+@group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(3) var<uniform> P: Params;
+)" + kLoads + element_loader(dtype) + kFlatIndex + R"(
+fn order_key(u: u32) -> u32 { return select(~u, u | 0x80000000u, (u & 0x80000000u) == 0u); }
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let i = flat_index(wg, groups, t);
+  if (i >= P.count) { return; }
+  let u = elem(P.base_byte, i);
+  var slot: u32;
+  if (is_nan(u)) {
+    slot = P.bins + 2u;
+  } else {
+    let key = order_key(u);
+    if (key < P.below_key) {
+      slot = P.bins;
+    } else if (key >= P.above_key) {
+      slot = P.bins + 1u;
+    } else {
+      // The bin is the number of edges at or below the key (edges ascend).
+      var lo = 0u;
+      var hi = P.edges;
+      while (lo < hi) {
+        let mid = (lo + hi) / 2u;
+        if (edges[mid] <= key) { lo = mid + 1u; } else { hi = mid; }
+      }
+      slot = lo;
+    }
+  }
+  atomicAdd(&counts[slot], 1u);
+}
+)";
+}
+
+std::string tile_rows_kernel(DType dtype) {
+  return std::string(kTileParams) + R"(
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> rows_out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + kLoads + kFloat64 + element_loader(dtype) + R"(
+var<workgroup> sh_sum: array<vec2<u32>, 256>;
+var<workgroup> sh_sq: array<vec2<u32>, 256>;
+var<workgroup> counts: array<atomic<u32>, 128>;
+var<workgroup> keys: array<atomic<u32>, 96>;
+
+// Workgroup (j, g) covers tile column j of rows g*G .. g*G+G-1 of the band, G = 256 / W rows of
+// W = min(T, 256) lanes; lane `slot` holds the row's slots slot + k*W, k < T/W. The halving tree's
+// levels above W run in registers (slot i and i + P share a lane), the rest in shared memory.
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let T = P.tile;
+  let W = min(T, 256u);
+  let G = 256u / W;
+  let K = T / W;
+  let rig = t / W;
+  let slot = t % W;
+  let j = wg.x;
+  let row = wg.y * G + rig;
+  if (t < G * 4u) { atomicStore(&counts[t], 0u); }
+  if (t < G) {
+    atomicStore(&keys[t * 3u], 0xff800000u);
+    atomicStore(&keys[t * 3u + 1u], 0x007fffffu);
+    atomicStore(&keys[t * 3u + 2u], 0u);
+  }
+  workgroupBarrier();
+  var s: array<vec2<u32>, 16>;
+  var q: array<vec2<u32>, 16>;
+  var nan = 0u;
+  var pinf = 0u;
+  var ninf = 0u;
+  var zeros = 0u;
+  var minkey = 0xff800000u;
+  var maxkey = 0x007fffffu;
+  var absmax = 0u;
+  let row_ok = row < P.band_rows;
+  let row_byte = P.base_byte + row * P.row_bytes;
+  for (var k = 0u; k < K; k = k + 1u) {
+    let col = P.col_begin + j * T + slot + k * W;
+    var sv = vec2<u32>(0u, 0u);
+    var qv = vec2<u32>(0u, 0u);
+    if (row_ok && col < P.col_end) {
+      let u = elem(row_byte, col);
+      let mag = u & 0x7fffffffu;
+      if (mag > 0x7f800000u) {
+        nan = nan + 1u;
+      } else if (mag == 0x7f800000u) {
+        if (u == mag) { pinf = pinf + 1u; } else { ninf = ninf + 1u; }
+      } else {
+        if (mag == 0u) { zeros = zeros + 1u; }
+        let key = order_key(u);
+        minkey = min(minkey, key);
+        maxkey = max(maxkey, key);
+        absmax = max(absmax, mag);
+        sv = f64_of(u);
+        qv = f64_square_of(u);
+      }
+    }
+    s[k] = sv;
+    q[k] = qv;
+  }
+  for (var p = K / 2u; p >= 1u; p = p / 2u) {
+    for (var i = 0u; i < p; i = i + 1u) {
+      s[i] = f64_add(s[i], s[i + p]);
+      q[i] = f64_add(q[i], q[i + p]);
+    }
+  }
+  sh_sum[t] = s[0];
+  sh_sq[t] = q[0];
+  if (nan != 0u) { atomicAdd(&counts[rig * 4u], nan); }
+  if (pinf != 0u) { atomicAdd(&counts[rig * 4u + 1u], pinf); }
+  if (ninf != 0u) { atomicAdd(&counts[rig * 4u + 2u], ninf); }
+  if (zeros != 0u) { atomicAdd(&counts[rig * 4u + 3u], zeros); }
+  atomicMin(&keys[rig * 3u], minkey);
+  atomicMax(&keys[rig * 3u + 1u], maxkey);
+  atomicMax(&keys[rig * 3u + 2u], absmax);
+  workgroupBarrier();
+  for (var p = W / 2u; p >= 1u; p = p / 2u) {
+    if (slot < p) {
+      sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
+      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
+    }
+    workgroupBarrier();
+  }
+  if (slot == 0u && row_ok) {
+    let o = (row * P.tiles_x + j) * 12u;
+    rows_out[o] = atomicLoad(&counts[rig * 4u]);
+    rows_out[o + 1u] = atomicLoad(&counts[rig * 4u + 1u]);
+    rows_out[o + 2u] = atomicLoad(&counts[rig * 4u + 2u]);
+    rows_out[o + 3u] = atomicLoad(&counts[rig * 4u + 3u]);
+    rows_out[o + 4u] = atomicLoad(&keys[rig * 3u]);
+    rows_out[o + 5u] = atomicLoad(&keys[rig * 3u + 1u]);
+    rows_out[o + 6u] = atomicLoad(&keys[rig * 3u + 2u]);
+    rows_out[o + 7u] = 0u;
+    rows_out[o + 8u] = sh_sum[t].x;
+    rows_out[o + 9u] = sh_sum[t].y;
+    rows_out[o + 10u] = sh_sq[t].x;
+    rows_out[o + 11u] = sh_sq[t].y;
+  }
+}
+)";
+}
+
+std::string tile_reduce_kernel() {
+  return std::string(kTileParams) + R"(
+@group(0) @binding(0) var<storage, read> rows_in: array<u32>;
+@group(0) @binding(1) var<storage, read_write> tiles_out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + kFloat64 + R"(
+var<workgroup> sh_sum: array<vec2<u32>, 256>;
+var<workgroup> sh_sq: array<vec2<u32>, 256>;
+var<workgroup> counts: array<atomic<u32>, 4>;
+var<workgroup> keys: array<atomic<u32>, 3>;
+
+// Workgroup (j, i) reduces tile (i, j) of the band: its T row records, slot k = row i*T + k.
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let T = P.tile;
+  let W = min(T, 256u);
+  let K = T / W;
+  let j = wg.x;
+  let i = wg.y;
+  if (t < 4u) { atomicStore(&counts[t], 0u); }
+  if (t == 0u) {
+    atomicStore(&keys[0], 0xff800000u);
+    atomicStore(&keys[1], 0x007fffffu);
+    atomicStore(&keys[2], 0u);
+  }
+  workgroupBarrier();
+  var s: array<vec2<u32>, 16>;
+  var q: array<vec2<u32>, 16>;
+  var c = vec4<u32>(0u, 0u, 0u, 0u);
+  var minkey = 0xff800000u;
+  var maxkey = 0x007fffffu;
+  var absmax = 0u;
+  for (var k = 0u; k < K; k = k + 1u) {
+    let r = i * T + t + k * W;
+    var sv = vec2<u32>(0u, 0u);
+    var qv = vec2<u32>(0u, 0u);
+    if (t < W && r < P.band_rows) {
+      let o = (r * P.tiles_x + j) * 12u;
+      c = c + vec4<u32>(rows_in[o], rows_in[o + 1u], rows_in[o + 2u], rows_in[o + 3u]);
+      minkey = min(minkey, rows_in[o + 4u]);
+      maxkey = max(maxkey, rows_in[o + 5u]);
+      absmax = max(absmax, rows_in[o + 6u]);
+      sv = vec2<u32>(rows_in[o + 8u], rows_in[o + 9u]);
+      qv = vec2<u32>(rows_in[o + 10u], rows_in[o + 11u]);
+    }
+    s[k] = sv;
+    q[k] = qv;
+  }
+  for (var p = K / 2u; p >= 1u; p = p / 2u) {
+    for (var n = 0u; n < p; n = n + 1u) {
+      s[n] = f64_add(s[n], s[n + p]);
+      q[n] = f64_add(q[n], q[n + p]);
+    }
+  }
+  sh_sum[t] = s[0];
+  sh_sq[t] = q[0];
+  if (c.x != 0u) { atomicAdd(&counts[0], c.x); }
+  if (c.y != 0u) { atomicAdd(&counts[1], c.y); }
+  if (c.z != 0u) { atomicAdd(&counts[2], c.z); }
+  if (c.w != 0u) { atomicAdd(&counts[3], c.w); }
+  atomicMin(&keys[0], minkey);
+  atomicMax(&keys[1], maxkey);
+  atomicMax(&keys[2], absmax);
+  workgroupBarrier();
+  for (var p = W / 2u; p >= 1u; p = p / 2u) {
+    if (t < p) {
+      sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
+      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
+    }
+    workgroupBarrier();
+  }
+  if (t == 0u) {
+    let rows = min(T, P.band_rows - i * T);
+    let cols = min(T, P.col_end - (P.col_begin + j * T));
+    let o = ((P.out_tile_row + i) * P.tiles_x + j) * 18u;
+    let count = rows * cols;
+    let minbits = key_bits(atomicLoad(&keys[0]));
+    let maxbits = key_bits(atomicLoad(&keys[1]));
+    tiles_out[o] = count;
+    tiles_out[o + 1u] = 0u;
+    tiles_out[o + 2u] = atomicLoad(&counts[0]);
+    tiles_out[o + 3u] = 0u;
+    tiles_out[o + 4u] = atomicLoad(&counts[1]);
+    tiles_out[o + 5u] = 0u;
+    tiles_out[o + 6u] = atomicLoad(&counts[2]);
+    tiles_out[o + 7u] = 0u;
+    tiles_out[o + 8u] = atomicLoad(&counts[3]);
+    tiles_out[o + 9u] = 0u;
+    tiles_out[o + 10u] = sh_sum[0].x;
+    tiles_out[o + 11u] = sh_sum[0].y;
+    tiles_out[o + 12u] = sh_sq[0].x;
+    tiles_out[o + 13u] = sh_sq[0].y;
+    tiles_out[o + 14u] = minbits;
+    tiles_out[o + 15u] = maxbits;
+    tiles_out[o + 16u] = atomicLoad(&keys[2]);
+    tiles_out[o + 17u] = 0u;
+  }
+}
+)";
+}
+
+}  // namespace tensormorph::webgpu
