@@ -129,6 +129,8 @@ Status WebGpuBackend::measure() {
   std::vector<uint8_t> host(kLinkBytes, 0);
   TM_ASSIGN_OR_RETURN(DeviceBuffer probe, scratch(0, kLinkBytes));
   TM_RETURN_IF_ERROR(device_->finish());
+  TM_RETURN_IF_ERROR(device_->write(probe, 0, host.data(), kLinkBytes));  // first touch of the pages
+  TM_RETURN_IF_ERROR(device_->finish());
   auto start = std::chrono::steady_clock::now();
   TM_RETURN_IF_ERROR(device_->write(probe, 0, host.data(), kLinkBytes));
   TM_RETURN_IF_ERROR(device_->finish());
@@ -232,7 +234,7 @@ Result<std::pair<Binding, uint32_t>> WebGpuBackend::bind_input(const ops::Tensor
   if (input.arg.buffer != nullptr) {
     TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* buffer, resident(input.arg));
     const uint64_t begin = input.arg.byte_offset + offset;
-    const uint64_t aligned = begin - begin % device_->binding_alignment();
+    const uint64_t aligned = begin - begin % std::max<uint64_t>(4, device_->binding_alignment());
     const uint64_t span = std::min<uint64_t>(buffer->device.bytes - aligned, ((begin - aligned + bytes + 3) & ~uint64_t{3}) + 4);
     return std::pair{Binding{buffer->device.handle, aligned, span}, static_cast<uint32_t>(begin - aligned)};
   }
@@ -295,6 +297,7 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   const uint64_t tiles_x = args.grid.cols;
   const uint64_t grid_bytes = args.grid.count() * sizeof(TM_TileStats);
   const uint64_t view_rows = args.range.row_end - args.range.row_begin;
+  if (args.grid.count() == 0) return RunReport{};  // an empty view has no tiles to write
   if (tiles_x > 65535 || grid_bytes > device_->max_binding_bytes()) {
     return Status::Unimplemented("webgpu: a tile_stats grid of " + std::to_string(args.grid.rows) + " x " +
                                  std::to_string(tiles_x) + " tiles exceeds what one dispatch covers");
