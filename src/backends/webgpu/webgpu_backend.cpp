@@ -55,7 +55,7 @@ struct ElementParams {
 /// The uniforms of the tile kernels: kTileParams.
 struct TileParams {
   uint32_t base_byte, row_bytes, band_rows, col_begin, col_end, tile, tiles_x, out_tile_row, default_nan,
-      propagate_nan;
+      propagate_nan, parts;
 };
 
 uint32_t order_key(float v) {
@@ -289,11 +289,16 @@ Result<RunReport> WebGpuBackend::run_decode(const ops::DecodeArgs& args) {
 Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
-  TM_ASSIGN_OR_RETURN(api::ComputePipeline rows_pipeline,
-                      device_->pipeline("tile_rows_" + std::string(info.name), tile_rows_kernel(args.input.dtype)));
+  const uint64_t T = args.tile;
+  // Tiles of 32 and more: 8 lanes per row, one kernel per (dtype, T). Smaller ones: a lane per slot.
+  const bool lanes = T >= kLanesTileMin;
+  const std::string first_name = lanes ? "tile_lanes_" + std::string(info.name) + "_" + std::to_string(T)
+                                       : "tile_rows_" + std::string(info.name);
+  TM_ASSIGN_OR_RETURN(api::ComputePipeline first_pipeline,
+                      device_->pipeline(first_name, lanes ? tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T))
+                                                          : tile_rows_kernel(args.input.dtype)));
   TM_ASSIGN_OR_RETURN(api::ComputePipeline reduce_pipeline, device_->pipeline("tile_reduce", tile_reduce_kernel()));
   TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(args.input.dtype, args.cols));
-  const uint64_t T = args.tile;
   const uint64_t tiles_x = args.grid.cols;
   const uint64_t grid_bytes = args.grid.count() * sizeof(TM_TileStats);
   const uint64_t view_rows = args.range.row_end - args.range.row_begin;
@@ -302,15 +307,19 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
     return Status::Unimplemented("webgpu: a tile_stats grid of " + std::to_string(args.grid.rows) + " x " +
                                  std::to_string(tiles_x) + " tiles exceeds what one dispatch covers");
   }
-  // Bands of whole tile rows: the input rows fit a chunk, the row records one binding.
-  const uint64_t record_bytes_per_row = tiles_x * kRowRecordWords * 4;
-  uint64_t band_tile_rows = std::max<uint64_t>(
-      1, std::min(options_.chunk_bytes / std::max<uint64_t>(1, T * row_bytes), device_->max_binding_bytes() / (T * record_bytes_per_row)));
-  band_tile_rows = std::min<uint64_t>(band_tile_rows, 65535);
   if (T * row_bytes > device_->max_binding_bytes()) {
     return Status::Unimplemented("webgpu: one row of " + std::to_string(T) + "-row tiles (" +
                                  std::to_string(T * row_bytes) + " bytes) exceeds a binding");
   }
+  // S partial records per tile go from the first kernel to the reduce kernel.
+  const uint64_t parts = lanes ? T / kRowsPerGroup : T;
+  const uint64_t part_bytes_per_tile_row = parts * tiles_x * kRowRecordWords * 4;
+  // Bands of whole tile rows: the input rows fit a chunk, the records one binding, the grid 65,535.
+  const uint64_t rows_groups_per_tile_row = lanes ? parts : std::max<uint64_t>(1, T * T / 256);
+  uint64_t band_tile_rows = std::min({options_.chunk_bytes / std::max<uint64_t>(1, T * row_bytes),
+                                      device_->max_binding_bytes() / part_bytes_per_tile_row,
+                                      uint64_t{65535} / rows_groups_per_tile_row});
+  band_tile_rows = std::max<uint64_t>(1, band_tile_rows);
   TM_ASSIGN_OR_RETURN(DeviceBuffer tiles, scratch(3, grid_bytes));
   RunReport report;
   const uint64_t G = 256 / std::min<uint64_t>(T, 256);
@@ -319,7 +328,7 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
     const uint64_t first_row = args.range.row_begin + tile_row * T;
     const uint64_t band_rows = std::min(band_tiles * T, view_rows - tile_row * T);
     TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, first_row * row_bytes, band_rows * row_bytes, 0));
-    TM_ASSIGN_OR_RETURN(DeviceBuffer records, scratch(2, band_rows * record_bytes_per_row));
+    TM_ASSIGN_OR_RETURN(DeviceBuffer records, scratch(2, band_tiles * part_bytes_per_tile_row));
     TileParams p{input.second,
                  static_cast<uint32_t>(row_bytes),
                  static_cast<uint32_t>(band_rows),
@@ -329,10 +338,12 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
                  static_cast<uint32_t>(tiles_x),
                  static_cast<uint32_t>(tile_row),
                  host_nan_.default_nan,
-                 host_nan_.propagate ? 1u : 0u};
-    const Binding record_binding{records.handle, 0, band_rows * record_bytes_per_row};
-    TM_RETURN_IF_ERROR(device_->dispatch(rows_pipeline, {input.first, record_binding}, &p, sizeof p,
-                                         static_cast<uint32_t>(tiles_x), static_cast<uint32_t>((band_rows + G - 1) / G)));
+                 host_nan_.propagate ? 1u : 0u,
+                 static_cast<uint32_t>(parts)};
+    const Binding record_binding{records.handle, 0, band_tiles * part_bytes_per_tile_row};
+    const uint64_t first_groups_y = lanes ? band_tiles * parts : (band_tiles * T + G - 1) / G;
+    TM_RETURN_IF_ERROR(device_->dispatch(first_pipeline, {input.first, record_binding}, &p, sizeof p,
+                                         static_cast<uint32_t>(tiles_x), static_cast<uint32_t>(first_groups_y)));
     TM_RETURN_IF_ERROR(device_->dispatch(reduce_pipeline, {record_binding, Binding{tiles.handle, 0, grid_bytes}}, &p,
                                          sizeof p, static_cast<uint32_t>(tiles_x), static_cast<uint32_t>(band_tiles)));
     report.bytes_read += band_rows * row_bytes;

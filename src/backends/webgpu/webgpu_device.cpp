@@ -304,8 +304,14 @@ Status WebGpuDevice::write(const DeviceBuffer& dst, uint64_t offset, const void*
                                    std::to_string(offset) + " does not fit a " + std::to_string(dst.bytes) +
                                    "-byte buffer at a word boundary");
   }
+  // Pieces within Dawn's upload ring (4 MiB), which it recycles once the copies are done; a larger
+  // write makes it allocate, map and free a staging buffer of that size.
+  constexpr uint64_t kPiece = uint64_t{2} << 20;
   const uint64_t whole = bytes & ~uint64_t{3};
-  if (whole > 0) wgpu_->QueueWriteBuffer(queue_, dst.handle, offset, src, whole);
+  for (uint64_t done = 0; done < whole; done += kPiece) {
+    wgpu_->QueueWriteBuffer(queue_, dst.handle, offset + done, static_cast<const uint8_t*>(src) + done,
+                            std::min(kPiece, whole - done));
+  }
   if (whole < bytes) {  // the last partial word, padded with zeros
     uint8_t tail[4] = {};
     std::memcpy(tail, static_cast<const uint8_t*>(src) + whole, bytes - whole);

@@ -1,5 +1,7 @@
 #include "backends/webgpu/wgsl_kernels.h"
 
+#include <algorithm>
+
 namespace tensormorph::webgpu {
 namespace {
 
@@ -244,6 +246,7 @@ struct Params {
   out_tile_row: u32,
   default_nan: u32,
   propagate_nan: u32,
+  parts: u32,
 }
 )";
 
@@ -399,7 +402,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     workgroupBarrier();
   }
-  if (slot == 0u && row_ok) {
+  // Rows past the band's end still write their (empty) record: the reduce kernel reads T per tile.
+  if (slot == 0u && row < ((P.band_rows + T - 1u) / T) * T) {
     let o = (row * P.tiles_x + j) * 12u;
     rows_out[o] = atomicLoad(&counts[rig * 4u]);
     rows_out[o + 1u] = atomicLoad(&counts[rig * 4u + 1u]);
@@ -420,7 +424,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
 std::string tile_reduce_kernel() {
   return std::string(kTileParams) + R"(
-@group(0) @binding(0) var<storage, read> rows_in: array<u32>;
+@group(0) @binding(0) var<storage, read> parts_in: array<u32>;
 @group(0) @binding(1) var<storage, read_write> tiles_out: array<u32>;
 @group(0) @binding(2) var<uniform> P: Params;
 )" + kFloat64 + R"(
@@ -429,12 +433,11 @@ var<workgroup> sh_sq: array<vec2<u32>, 256>;
 var<workgroup> counts: array<atomic<u32>, 4>;
 var<workgroup> keys: array<atomic<u32>, 3>;
 
-// Workgroup (j, i) reduces tile (i, j) of the band: its T row records, slot k = row i*T + k.
+// Workgroup (j, i) finishes tile (i, j) of the band: the halving tree's last levels over its
+// S = P.parts partial records (the row slots' residues mod S), record k at ((i*S + k) * tiles_x + j).
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let T = P.tile;
-  let W = min(T, 256u);
-  let K = T / W;
+  let S = P.parts;
   let j = wg.x;
   let i = wg.y;
   if (t < 4u) { atomicStore(&counts[t], 0u); }
@@ -444,45 +447,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     atomicStore(&keys[2], 0u);
   }
   workgroupBarrier();
-  var s: array<vec2<u32>, 16>;
-  var q: array<vec2<u32>, 16>;
-  var c = vec4<u32>(0u, 0u, 0u, 0u);
-  var minkey = 0xff800000u;
-  var maxkey = 0x007fffffu;
-  var absmax = 0u;
-  for (var k = 0u; k < K; k = k + 1u) {
-    let r = i * T + t + k * W;
-    var sv = vec2<u32>(0u, 0u);
-    var qv = vec2<u32>(0u, 0u);
-    if (t < W && r < P.band_rows) {
-      let o = (r * P.tiles_x + j) * 12u;
-      c = c + vec4<u32>(rows_in[o], rows_in[o + 1u], rows_in[o + 2u], rows_in[o + 3u]);
-      minkey = min(minkey, rows_in[o + 4u]);
-      maxkey = max(maxkey, rows_in[o + 5u]);
-      absmax = max(absmax, rows_in[o + 6u]);
-      sv = vec2<u32>(rows_in[o + 8u], rows_in[o + 9u]);
-      qv = vec2<u32>(rows_in[o + 10u], rows_in[o + 11u]);
-    }
-    s[k] = sv;
-    q[k] = qv;
+  var sv = vec2<u32>(0u, 0u);
+  var qv = vec2<u32>(0u, 0u);
+  if (t < S) {
+    let o = ((i * S + t) * P.tiles_x + j) * 12u;
+    if (parts_in[o] != 0u) { atomicAdd(&counts[0], parts_in[o]); }
+    if (parts_in[o + 1u] != 0u) { atomicAdd(&counts[1], parts_in[o + 1u]); }
+    if (parts_in[o + 2u] != 0u) { atomicAdd(&counts[2], parts_in[o + 2u]); }
+    if (parts_in[o + 3u] != 0u) { atomicAdd(&counts[3], parts_in[o + 3u]); }
+    atomicMin(&keys[0], parts_in[o + 4u]);
+    atomicMax(&keys[1], parts_in[o + 5u]);
+    atomicMax(&keys[2], parts_in[o + 6u]);
+    sv = vec2<u32>(parts_in[o + 8u], parts_in[o + 9u]);
+    qv = vec2<u32>(parts_in[o + 10u], parts_in[o + 11u]);
   }
-  for (var p = K / 2u; p >= 1u; p = p / 2u) {
-    for (var n = 0u; n < p; n = n + 1u) {
-      s[n] = f64_add(s[n], s[n + p]);
-      q[n] = f64_add(q[n], q[n + p]);
-    }
-  }
-  sh_sum[t] = s[0];
-  sh_sq[t] = q[0];
-  if (c.x != 0u) { atomicAdd(&counts[0], c.x); }
-  if (c.y != 0u) { atomicAdd(&counts[1], c.y); }
-  if (c.z != 0u) { atomicAdd(&counts[2], c.z); }
-  if (c.w != 0u) { atomicAdd(&counts[3], c.w); }
-  atomicMin(&keys[0], minkey);
-  atomicMax(&keys[1], maxkey);
-  atomicMax(&keys[2], absmax);
+  sh_sum[t] = sv;
+  sh_sq[t] = qv;
   workgroupBarrier();
-  for (var p = W / 2u; p >= 1u; p = p / 2u) {
+  for (var p = S / 2u; p >= 1u; p = p / 2u) {
     if (t < p) {
       sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
       sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
@@ -490,13 +472,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     workgroupBarrier();
   }
   if (t == 0u) {
+    let T = P.tile;
     let rows = min(T, P.band_rows - i * T);
     let cols = min(T, P.col_end - (P.col_begin + j * T));
     let o = ((P.out_tile_row + i) * P.tiles_x + j) * 18u;
-    let count = rows * cols;
-    let minbits = key_bits(atomicLoad(&keys[0]));
-    let maxbits = key_bits(atomicLoad(&keys[1]));
-    tiles_out[o] = count;
+    tiles_out[o] = rows * cols;
     tiles_out[o + 1u] = 0u;
     tiles_out[o + 2u] = atomicLoad(&counts[0]);
     tiles_out[o + 3u] = 0u;
@@ -510,13 +490,177 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     tiles_out[o + 11u] = sh_sum[0].y;
     tiles_out[o + 12u] = sh_sq[0].x;
     tiles_out[o + 13u] = sh_sq[0].y;
-    tiles_out[o + 14u] = minbits;
-    tiles_out[o + 15u] = maxbits;
+    tiles_out[o + 14u] = key_bits(atomicLoad(&keys[0]));
+    tiles_out[o + 15u] = key_bits(atomicLoad(&keys[1]));
     tiles_out[o + 16u] = atomicLoad(&keys[2]);
     tiles_out[o + 17u] = 0u;
   }
 }
 )";
+}
+
+std::string tile_lanes_kernel(DType dtype, uint32_t tile) {
+  const uint32_t values = tile / kLanesPerRow;  // V: each lane's values
+  const uint32_t parts = tile / kRowsPerGroup;  // S: residue classes of the tile's rows
+  uint32_t levels = 0;
+  while ((1u << levels) < values) ++levels;
+  std::string code = std::string(kTileParams) + R"(
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> parts_out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + kLoads + kFloat64 + element_loader(dtype) + R"(
+var<workgroup> sh_sum: array<vec2<u32>, 256>;
+var<workgroup> sh_sq: array<vec2<u32>, 256>;
+var<workgroup> counts: array<atomic<u32>, 4>;
+var<workgroup> keys: array<atomic<u32>, 3>;
+var<private> c_nan: u32;
+var<private> c_pinf: u32;
+var<private> c_ninf: u32;
+var<private> c_zeros: u32;
+var<private> k_min: u32;
+var<private> k_max: u32;
+var<private> k_abs: u32;
+var<private> vx: vec2<u32>;
+var<private> vy: vec2<u32>;
+
+// One slot of a row: counted, and as float64 (and its square) in vx, vy; +0 when absent or not finite.
+fn take(present: bool, u: u32) {
+  vx = vec2<u32>(0u, 0u);
+  vy = vec2<u32>(0u, 0u);
+  if (!present) { return; }
+  let mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) { c_nan = c_nan + 1u; return; }
+  if (mag == 0x7f800000u) {
+    if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+    return;
+  }
+  if (mag == 0u) { c_zeros = c_zeros + 1u; }
+  let key = order_key(u);
+  k_min = min(k_min, key);
+  k_max = max(k_max, key);
+  k_abs = max(k_abs, mag);
+  vx = f64_of(u);
+  vy = f64_square_of(u);
+}
+
+// T = )" + std::to_string(tile) + R"(. Workgroup (j, y) covers tile column j of tile row i = y / S and the
+// tile's rows g, g + S, ... (g = y % S, S = T / 32), one row per 8 lanes. The canonical halving
+// tree of a row pairs slots of one residue mod 8 first: lane l sums the row's slots l + 8m,
+// m < T / 8, as the halving tree over m, which is the pairwise tree over m in bit-reversed order,
+// streamed below with one partial sum per level. Then the last three levels over the 8 lanes, the
+// tile's row tree over the workgroup's 32 rows (same residue mod S), and the reduce kernel's
+// levels over the S residues.
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let S = )" + std::to_string(parts) + R"(u;
+  let T = )" + std::to_string(tile) + R"(u;
+  let lane = t % 8u;
+  let rs = t / 8u;
+  let i = wg.y / S;
+  let g = wg.y % S;
+  let j = wg.x;
+  let row = i * T + g + S * rs;
+  let row_ok = row < P.band_rows;
+  let row_byte = P.base_byte + row * P.row_bytes;
+  let col0 = P.col_begin + j * T + lane;
+  if (t < 4u) { atomicStore(&counts[t], 0u); }
+  if (t == 0u) {
+    atomicStore(&keys[0], 0xff800000u);
+    atomicStore(&keys[1], 0x007fffffu);
+    atomicStore(&keys[2], 0u);
+  }
+  k_min = 0xff800000u;
+  k_max = 0x007fffffu;
+  workgroupBarrier();
+  var x: vec2<u32>;
+  var y: vec2<u32>;
+)";
+  // The first (up to) 32 values of a lane's bit-reversed order form one pairwise subtree, written
+  // out straight; longer rows repeat it for each block b of 32 positions (their columns differ by
+  // 8 * bitrev(b)) and merge the blocks' sums with a small stack.
+  const uint32_t block_levels = std::min<uint32_t>(levels, 5);
+  const uint32_t block_values = 1u << block_levels;
+  const uint32_t outer_levels = levels - block_levels;
+  auto reverse = [](uint32_t value, uint32_t bits) {
+    uint32_t r = 0;
+    for (uint32_t b = 0; b < bits; ++b) r |= ((value >> b) & 1u) << (bits - 1 - b);
+    return r;
+  };
+  for (uint32_t level = 0; level <= block_levels; ++level) {
+    code += "  var s" + std::to_string(level) + ": vec2<u32>;\n  var q" + std::to_string(level) + ": vec2<u32>;\n";
+  }
+  // All of a block's loads come first, so they are in flight together.
+  std::string block;
+  for (uint32_t q = 0; q < block_values; ++q) {
+    const uint32_t offset = 8 * (reverse(q, block_levels) << outer_levels);
+    block += "    let u" + std::to_string(q) + " = elem(row_byte, base + " + std::to_string(offset) + "u);\n";
+  }
+  for (uint32_t q = 0; q < block_values; ++q) {
+    const uint32_t offset = 8 * (reverse(q, block_levels) << outer_levels);
+    block += "    take(row_ok && base + " + std::to_string(offset) + "u < P.col_end, u" + std::to_string(q) +
+             ");\n    x = vx;\n    y = vy;\n";
+    uint32_t level = 0;
+    while (((q >> level) & 1u) != 0) {
+      block += "    x = f64_add(s" + std::to_string(level) + ", x);\n    y = f64_add(q" + std::to_string(level) + ", y);\n";
+      ++level;
+    }
+    block += "    s" + std::to_string(level) + " = x;\n    q" + std::to_string(level) + " = y;\n";
+  }
+  const std::string top = std::to_string(block_levels);
+  if (outer_levels == 0) {
+    code += "  {\n    let base = col0;\n" + block + "  }\n";
+    code += "  sh_sum[t] = s" + top + ";\n  sh_sq[t] = q" + top + ";\n";
+  } else {
+    code += "  var bs: array<vec2<u32>, 8>;\n  var bq: array<vec2<u32>, 8>;\n";
+    code += "  for (var b = 0u; b < " + std::to_string(1u << outer_levels) + "u; b = b + 1u) {\n";
+    code += "    let base = col0 + 8u * (reverseBits(b) >> " + std::to_string(32 - outer_levels) + "u);\n" + block;
+    code += "    x = s" + top + ";\n    y = q" + top + ";\n";
+    code += "    var level = 0u;\n    while (((b >> level) & 1u) != 0u) {\n";
+    code += "      x = f64_add(bs[level], x);\n      y = f64_add(bq[level], y);\n      level = level + 1u;\n    }\n";
+    code += "    bs[level] = x;\n    bq[level] = y;\n  }\n";
+    code += "  sh_sum[t] = bs[" + std::to_string(outer_levels) + "];\n  sh_sq[t] = bq[" + std::to_string(outer_levels) + "];\n";
+  }
+  code += R"(
+  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
+  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
+  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
+  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
+  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
+  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
+  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+  workgroupBarrier();
+  for (var p = 4u; p >= 1u; p = p / 2u) {
+    if (lane < p) {
+      sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
+      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
+    }
+    workgroupBarrier();
+  }
+  for (var p = 16u; p >= 1u; p = p / 2u) {
+    if (lane == 0u && rs < p) {
+      sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + 8u * p]);
+      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + 8u * p]);
+    }
+    workgroupBarrier();
+  }
+  if (t == 0u) {
+    let o = ((i * S + g) * P.tiles_x + j) * 12u;
+    parts_out[o] = atomicLoad(&counts[0]);
+    parts_out[o + 1u] = atomicLoad(&counts[1]);
+    parts_out[o + 2u] = atomicLoad(&counts[2]);
+    parts_out[o + 3u] = atomicLoad(&counts[3]);
+    parts_out[o + 4u] = atomicLoad(&keys[0]);
+    parts_out[o + 5u] = atomicLoad(&keys[1]);
+    parts_out[o + 6u] = atomicLoad(&keys[2]);
+    parts_out[o + 7u] = 0u;
+    parts_out[o + 8u] = sh_sum[0].x;
+    parts_out[o + 9u] = sh_sum[0].y;
+    parts_out[o + 10u] = sh_sq[0].x;
+    parts_out[o + 11u] = sh_sq[0].y;
+  }
+}
+)";
+  return code;
 }
 
 }  // namespace tensormorph::webgpu

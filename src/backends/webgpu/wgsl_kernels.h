@@ -22,8 +22,18 @@ bool kernel_dtype_supported(DType dtype);
 std::string decode_kernel(DType dtype);
 /// tm.tile_stats@1, first pass: per (row, tile column), the row's halving sums and its counts.
 std::string tile_rows_kernel(DType dtype);
-/// tm.tile_stats@1, second pass: per tile, the halving sums over its row records; TM_TileStats out.
+/// tm.tile_stats@1, first pass for T >= kLanesTileMin (T fixed in the code): per (tile, residue of
+/// its rows mod T / 32), the halving levels of 32 rows read by 8 lanes each.
+std::string tile_lanes_kernel(DType dtype, uint32_t tile);
+/// tm.tile_stats@1, second pass: per tile, the halving sums over its S partial records (S = T row
+/// records after tile_rows_kernel, T / 32 after tile_lanes_kernel); TM_TileStats out.
 std::string tile_reduce_kernel();
+
+/// Lanes that share one row in tile_lanes_kernel, and rows one of its workgroups covers.
+inline constexpr uint32_t kLanesPerRow = 8;
+inline constexpr uint32_t kRowsPerGroup = 32;
+/// The smallest tile tile_lanes_kernel takes.
+inline constexpr uint32_t kLanesTileMin = 32;
 /// tm.histogram@1 with bin edges precomputed on the host as float32 order keys.
 std::string histogram_kernel(DType dtype);
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The WebGPU backend on an NVIDIA GPU through Vulkan, with the CUDA backend in the same run: the
+# conformance test (every declared case of both, bitwise against the CPU reference) and
+# webgpu_resident_bench (uploads and resident tile_stats, WebGPU / CUDA ratios, bitwise compared).
+# Run from the repository root on the GPU machine, with .wgpack/ and .gl/ from
+# bench/webgpu_h200_pack.sh copied into the tree:  bash bench/webgpu_h200_run.sh OUT_DIR
+set -uo pipefail
+out=${1:?usage: webgpu_h200_run.sh OUT_DIR}
+mkdir -p "$out"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+pack=$PWD/.wgpack
+export LD_LIBRARY_PATH=$pack/lib
+# The conformance test looks for the modules where the build put them.
+if [ ! -e "$PWD/build/release/plugins" ]; then mkdir -p build/release && ln -sfn "$pack/plugins" build/release/plugins; fi
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/machine.txt"
+"$pack/tensormorph" backends 2>&1 | head -45 | tee "$out/backends.txt"
+"$pack/tests/backend_conformance_test" --gtest_filter='BackendConformance.*' > "$out/conformance.txt" 2>&1
+echo "conformance exit $?" | tee -a "$out/conformance.txt"
+grep -E "bitwise equal|OK|FAILED|Failure" "$out/conformance.txt"
+for run in 1 2; do
+  "$pack/bench/webgpu_resident_bench" --mib 1024 --reps 10 --cuda "$pack/plugins/libtm_cuda.so" 2>&1 | tee "$out/resident_$run.txt"
+done
