@@ -15,6 +15,7 @@ execFileSync(binary, ['demo', demo], { stdio: 'ignore' });
 const twin = path.join(demo, 'demo-mixed-quant.gguf');
 const pluginDir = path.join(root, 'plugins/opencl/build');
 const requireOpenCL = !!process.env.TM_REQUIRE_OPENCL;
+const requireWebGPU = !!process.env.TM_REQUIRE_WEBGPU;
 // Errors provoked on purpose: the browser's note of a refused request, and OpenSeadragon's of a
 // refused tile (the page shows both on the heatmap with their reason).
 const refused = (text) => text.includes('status of 409') || text.includes('status of 422') || text.startsWith('Tile %s failed to load');
@@ -165,6 +166,15 @@ try {
   const runs = await page.$$eval('#records tbody tr td:nth-child(4)', (tds) => tds.map((td) => Number(td.textContent)));
   check(runs.some((n) => n > 1), 'tiles of one tensor are grouped into one row with their run count');
   await shot(page, 'compute-1-drawer');
+
+  // The WebGPU backend (lavapipe in CI) is listed with its device, placeable like any other.
+  const webgpu = await page.$('#backends tr[data-backend^="webgpu"]');
+  if (!webgpu) {
+    check(!requireWebGPU, 'the WebGPU backend is listed (TM_REQUIRE_WEBGPU)');
+  } else {
+    const text = await webgpu.textContent();
+    check(!/unavailable/i.test(text) || !requireWebGPU, `the WebGPU backend is available (${text.slice(0, 120)})`);
+  }
 
   const opencl = await page.$('#backends tr[data-backend^="opencl"]');
   if (!opencl) {

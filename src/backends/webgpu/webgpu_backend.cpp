@@ -121,6 +121,16 @@ Result<std::unique_ptr<WebGpuBackend>> WebGpuBackend::create(const char* options
   return b;
 }
 
+WebGpuBackend::~WebGpuBackend() {
+  if (!device_) return;
+  for (DeviceBuffer& slot : scratch_) device_->release(slot);
+  for (const HostVisibleBuffer* buffer : live_) {
+    std::unique_ptr<HostVisibleBuffer> owned(const_cast<HostVisibleBuffer*>(buffer));
+    device_->release(owned->device);
+  }
+  live_.clear();
+}
+
 Status WebGpuBackend::measure() {
   // The link: one 8 MiB upload and read-back. The kernels: tile_stats of a resident 256 KiB F32
   // matrix, after a first run that compiles the pipelines. Small, because every process that

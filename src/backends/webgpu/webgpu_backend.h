@@ -56,6 +56,10 @@ class WebGpuBackend {
  public:
   /// Opens the device and measures its rates.
   static Result<std::unique_ptr<WebGpuBackend>> create(const char* options);
+  /// Releases the scratch buffers and any buffer the host did not free.
+  ~WebGpuBackend();
+  WebGpuBackend(const WebGpuBackend&) = delete;
+  WebGpuBackend& operator=(const WebGpuBackend&) = delete;
 
   /// Serialises every use of the device.
   std::mutex mutex;
@@ -63,6 +67,8 @@ class WebGpuBackend {
   /// The traits reported to the host.
   TM_DeviceTraits traits() const;
   const Rates& rates() const { return rates_; }
+  /// Input bytes one upload and dispatch covers (the staging an execution of host data needs).
+  uint64_t chunk_bytes() const { return options_.chunk_bytes; }
   WebGpuDevice& device() { return *device_; }
 
   Result<std::unique_ptr<HostVisibleBuffer>> allocate(uint64_t bytes);

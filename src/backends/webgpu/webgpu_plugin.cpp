@@ -60,6 +60,18 @@ double bytes_per_ns(const WebGpuBackend& b, DType dtype, ops::CoreOp kind) {
   return f32 * factor;
 }
 
+/// Memory a tile_stats execution holds beyond its input and output: the staging of host rows (one
+/// chunk), the partial records of the first kernel and the grid the second one writes.
+uint64_t tile_stats_working_bytes(const WebGpuBackend& b, const ops::TensorArgument& input, uint64_t view_bytes,
+                                  uint64_t view_rows, uint32_t tile, uint64_t tiles) {
+  const uint64_t staging = input.arg.buffer != nullptr ? 0 : std::min(b.chunk_bytes(), view_bytes);
+  const uint64_t parts = tile >= kLanesTileMin ? tile / kRowsPerGroup : tile;
+  const uint64_t tile_rows = (view_rows + tile - 1) / std::max<uint32_t>(tile, 1);
+  const uint64_t tiles_x = tile_rows == 0 ? 0 : tiles / tile_rows;
+  const uint64_t records = tile_rows * parts * tiles_x * kRowRecordWords * 4;
+  return staging + records + tiles * sizeof(TM_TileStats);
+}
+
 Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance& op) {
   TM_CostEstimate cost{};
   cost.struct_size = sizeof cost;
@@ -81,6 +93,11 @@ Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance&
     TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(dtype, args.cols));
     cost.bytes_read = (view.row_end - view.row_begin) * row_bytes;
     cost.bytes_written = ops::kRenderTileBytes;
+    const uint64_t tiles = ops::tile_grid(view, static_cast<uint32_t>(args.params.cell)).count();
+    // The blocks' statistics twice (device, then host for colouring) and the tile's pixels.
+    cost.working_bytes = tile_stats_working_bytes(b, args.input, cost.bytes_read, view.row_end - view.row_begin,
+                                                  static_cast<uint32_t>(args.params.cell), tiles) +
+                         tiles * sizeof(TM_TileStats) + ops::kRenderTileBytes;
     // Plus the grid's read-back and the host's colouring of 65,536 pixels.
     cost.compute_ns = 2 * kLaunchOverheadNs + static_cast<double>(cost.bytes_read) / bytes_per_ns(b, dtype, kind) +
                       65536.0 * 20.0;
@@ -96,6 +113,8 @@ Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance&
       TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(dtype, args.cols));
       cost.bytes_read = (args.range.row_end - args.range.row_begin) * row_bytes;
       cost.bytes_written = args.output.arg.nbytes;
+      cost.working_bytes = tile_stats_working_bytes(b, args.input, cost.bytes_read, args.range.row_end - args.range.row_begin,
+                                                    args.tile, args.grid.count());
       break;
     }
     case ops::CoreOp::kDecode: {
@@ -103,6 +122,11 @@ Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance&
       dtype = args.input.dtype;
       cost.bytes_read = args.input.arg.nbytes;
       cost.bytes_written = args.output.arg.nbytes;
+      // A chunk of staged input and its decoded floats (both chunks of the input's bytes at most).
+      const uint64_t chunk = std::min(b.chunk_bytes(), args.input.arg.nbytes);
+      cost.working_bytes = (args.input.arg.buffer != nullptr ? 0 : chunk) +
+                           std::min(args.output.arg.nbytes, chunk * 4 / std::max<uint64_t>(1, dtype_info(dtype).block_bytes) *
+                                                                dtype_info(dtype).block_elems);
       break;
     }
     default: {
@@ -110,7 +134,8 @@ Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance&
       dtype = args.input.dtype;
       cost.bytes_read = args.input.arg.nbytes;
       cost.bytes_written = args.output.arg.nbytes;
-      cost.working_bytes = (args.bins + 3) * 12;
+      // Counters and edges on the device and the host's totals, and a chunk of staged input.
+      cost.working_bytes = (args.bins + 3) * 16 + (args.input.arg.buffer != nullptr ? 0 : std::min(b.chunk_bytes(), cost.bytes_read));
       break;
     }
   }
