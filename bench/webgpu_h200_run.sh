@@ -15,7 +15,7 @@ export LD_LIBRARY_PATH=$pack/lib
 if [ ! -e "$PWD/build/release/plugins" ]; then mkdir -p build/release && ln -sfn "$pack/plugins" build/release/plugins; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/machine.txt"
 "$pack/tensormorph" backends 2>&1 | head -45 | tee "$out/backends.txt"
-"$pack/tests/backend_conformance_test" --gtest_filter='BackendConformance.*' > "$out/conformance.txt" 2>&1
+"$pack/tests/backend_conformance_test" --gtest_filter='BackendConformance*' > "$out/conformance.txt" 2>&1
 echo "conformance exit $?" | tee -a "$out/conformance.txt"
 grep -E "bitwise equal|OK|FAILED|Failure" "$out/conformance.txt"
 for run in 1 2; do

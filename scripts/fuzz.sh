@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (build/fuzz: clang, ASan + UBSan) and fuzzes each parser for
-# SECONDS (default 600) in turn, one process each. New corpus units go to build/fuzz/corpus/<target>
-# (seeded from fuzz/corpus/<target>); crash, timeout and leak inputs to build/fuzz/artifacts/<target>.
+# SECONDS (default 600), one process each, as many at a time as there are cores. New corpus units
+# go to build/fuzz/corpus/<target> (seeded from fuzz/corpus/<target>); crash, timeout and leak
+# inputs to build/fuzz/artifacts/<target>.
 # Exits non-zero when any target reported a crash. Keep a crash input as a regression case by
 # copying it to fuzz/regressions/<target>/ together with the fix.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: gguf safetensors safetensors_index zip pickle
@@ -20,16 +21,28 @@ ninja -C "$build" "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
-for t in "${targets[@]}"; do
-  corpus="$build/corpus/$t"
-  artifacts="$build/artifacts/$t"
+# One target per core at a time; each reports when all are done.
+fuzz_one() {
+  local t=$1 corpus="$build/corpus/$1" artifacts="$build/artifacts/$1"
   mkdir -p "$corpus" "$artifacts" "fuzz/regressions/$t"
-  echo "== fuzz_$t for ${seconds}s"
+  rm -f "$build/fuzz_$t.failed"
   # The first corpus directory receives new units; the seeds in the tree are only read.
   if ! "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$artifacts/" "$corpus" "fuzz/corpus/$t" "fuzz/regressions/$t" \
       >"$build/fuzz_$t.log" 2>&1; then
+    touch "$build/fuzz_$t.failed"
+  fi
+}
+echo "== fuzzing ${targets[*]} for ${seconds}s each, $(nproc) at a time"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  echo "== fuzz_$t"
+  if [ -e "$build/fuzz_$t.failed" ]; then
     failed+=("$t")
     grep -E "ERROR|SUMMARY|Test unit written" "$build/fuzz_$t.log" || tail -20 "$build/fuzz_$t.log"
   fi

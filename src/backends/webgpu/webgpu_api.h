@@ -248,7 +248,6 @@ static_assert(sizeof(BindGroupDescriptor) == 48);
 /// The entry points this backend calls, resolved from the library by name.
 struct Functions {
   Instance (*CreateInstance)(const void* descriptor);
-  void (*InstanceRelease)(Instance);
   void (*InstanceProcessEvents)(Instance);
   Future (*InstanceRequestAdapter)(Instance, const RequestAdapterOptions*, CallbackInfo<RequestAdapterCallback>);
   uint32_t (*AdapterGetInfo)(Adapter, AdapterInfo*);

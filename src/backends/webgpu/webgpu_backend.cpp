@@ -300,10 +300,12 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
   const uint64_t T = args.tile;
-  // Tiles of 32 and more: 8 lanes per row, one kernel per (dtype, T). Smaller ones: a lane per slot.
+  // Tiles of 32 and more: 8 lanes per row, one kernel per dtype for T = 32 and one for larger T.
+  // Smaller ones: a lane per slot.
   const bool lanes = T >= kLanesTileMin;
-  const std::string first_name = lanes ? "tile_lanes_" + std::string(info.name) + "_" + std::to_string(T)
-                                       : "tile_rows_" + std::string(info.name);
+  const std::string first_name = !lanes         ? "tile_rows_" + std::string(info.name)
+                                 : T == kLanesTileMin ? "tile_lanes_" + std::string(info.name) + "_32"
+                                                      : "tile_lanes_" + std::string(info.name);
   TM_ASSIGN_OR_RETURN(api::ComputePipeline first_pipeline,
                       device_->pipeline(first_name, lanes ? tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T))
                                                           : tile_rows_kernel(args.input.dtype)));

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -29,7 +30,7 @@ Result<api::Functions> resolve_all(void* lib) {
   const char* missing = nullptr;
 #define TM_WGPU_RESOLVE(member) \
   if (missing == nullptr && !resolve(lib, "wgpu" #member, f.member)) missing = "wgpu" #member;
-  TM_WGPU_RESOLVE(CreateInstance) TM_WGPU_RESOLVE(InstanceRelease) TM_WGPU_RESOLVE(InstanceProcessEvents)
+  TM_WGPU_RESOLVE(CreateInstance) TM_WGPU_RESOLVE(InstanceProcessEvents)
   TM_WGPU_RESOLVE(InstanceRequestAdapter) TM_WGPU_RESOLVE(AdapterGetInfo) TM_WGPU_RESOLVE(AdapterInfoFreeMembers)
   TM_WGPU_RESOLVE(AdapterGetLimits) TM_WGPU_RESOLVE(AdapterRequestDevice) TM_WGPU_RESOLVE(AdapterRelease)
   TM_WGPU_RESOLVE(DeviceGetQueue) TM_WGPU_RESOLVE(DeviceCreateBuffer) TM_WGPU_RESOLVE(DeviceCreateShaderModule)
@@ -93,22 +94,35 @@ Result<const api::Functions*> load_dawn(const std::string& path) {
   return Status::Unsupported("no Dawn WebGPU library (" + why + ")");
 }
 
-/// The C callbacks; each writes into the struct its userdata1 points at.
+/// The process's one Dawn instance: creating one loads and initialises the drivers, which every
+/// session opening the backend would otherwise pay again. It lives as long as the process; every
+/// device (one per backend) is requested from it and polls it.
+Result<api::Instance> process_instance(const api::Functions& wgpu) {
+  static std::mutex mutex;
+  static api::Instance instance = nullptr;
+  std::lock_guard lock(mutex);
+  if (instance == nullptr) instance = wgpu.CreateInstance(nullptr);
+  if (instance == nullptr) return Status::Unsupported("webgpu: Dawn could not create an instance");
+  return instance;
+}
+
+/// The C callbacks; each writes into the struct its userdata1 points at. Any thread polling the
+/// shared instance may run them, hence the atomic flags.
 struct DeviceCallbacks {
   struct AdapterReply {
-    bool done = false;
+    std::atomic<bool> done = false;
     uint32_t status = 0;
     api::Adapter adapter = nullptr;
     std::string message;
   };
   struct DeviceReply {
-    bool done = false;
+    std::atomic<bool> done = false;
     uint32_t status = 0;
     api::Device device = nullptr;
     std::string message;
   };
   struct MapReply {
-    bool done = false;
+    std::atomic<bool> done = false;
     uint32_t status = 0;
     std::string message;
   };
@@ -144,7 +158,7 @@ struct DeviceCallbacks {
   }
 };
 
-Status WebGpuDevice::wait_for(const bool& done, const char* what) {
+Status WebGpuDevice::wait_for(const std::atomic<bool>& done, const char* what) {
   // Dawn runs callbacks of AllowProcessEvents mode inside ProcessEvents: poll, backing off from
   // spinning to short sleeps so a software device keeps the cores it computes on.
   auto sleep = std::chrono::microseconds(0);
@@ -166,8 +180,7 @@ Result<std::unique_ptr<WebGpuDevice>> WebGpuDevice::open(const std::string& libr
   TM_ASSIGN_OR_RETURN(const api::Functions* wgpu, load_dawn(library));
   auto d = std::unique_ptr<WebGpuDevice>(new WebGpuDevice());
   d->wgpu_ = wgpu;
-  d->instance_ = wgpu->CreateInstance(nullptr);
-  if (d->instance_ == nullptr) return Status::Unsupported("webgpu: Dawn could not create an instance");
+  TM_ASSIGN_OR_RETURN(d->instance_, process_instance(*wgpu));
 
   api::RequestAdapterOptions options{};
   options.feature_level = api::kFeatureLevelCompatibility;
@@ -235,10 +248,7 @@ WebGpuDevice::~WebGpuDevice() {
     wgpu_->DeviceRelease(device_);
   }
   if (adapter_ != nullptr) wgpu_->AdapterRelease(adapter_);
-  if (instance_ != nullptr) {
-    wgpu_->InstanceProcessEvents(instance_);
-    wgpu_->InstanceRelease(instance_);
-  }
+  if (instance_ != nullptr) wgpu_->InstanceProcessEvents(instance_);
 }
 
 uint64_t WebGpuDevice::max_binding_bytes() const {
@@ -269,7 +279,7 @@ Result<DeviceBuffer> WebGpuDevice::allocate(uint64_t bytes) {
   wgpu_->DevicePushErrorScope(device_, api::kErrorFilterOutOfMemory);
   api::Buffer handle = wgpu_->DeviceCreateBuffer(device_, &descriptor);
   struct ScopeReply {
-    bool done = false;
+    std::atomic<bool> done = false;
     uint32_t type = 0;
     std::string message;
   } reply;

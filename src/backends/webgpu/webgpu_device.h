@@ -4,6 +4,7 @@
 // AllowProcessEvents mode, so they fire only inside this class's waits, on the calling thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -87,11 +88,11 @@ class WebGpuDevice {
 
  private:
   WebGpuDevice() = default;
-  Status wait_for(const bool& done, const char* what);
+  Status wait_for(const std::atomic<bool>& done, const char* what);
   Status take_error(const char* what);
 
   const api::Functions* wgpu_ = nullptr;
-  api::Instance instance_ = nullptr;
+  api::Instance instance_ = nullptr;  // the process's, never released (see process_instance)
   api::Adapter adapter_ = nullptr;
   api::Device device_ = nullptr;
   api::Queue queue_ = nullptr;

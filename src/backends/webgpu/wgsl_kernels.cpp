@@ -500,10 +500,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 }
 
 std::string tile_lanes_kernel(DType dtype, uint32_t tile) {
-  const uint32_t values = tile / kLanesPerRow;  // V: each lane's values
-  const uint32_t parts = tile / kRowsPerGroup;  // S: residue classes of the tile's rows
-  uint32_t levels = 0;
-  while ((1u << levels) < values) ++levels;
+  // T = 32 gives each lane 4 values: one block of 4. Larger T: blocks of 8 values, as many as T
+  // asks (T and S come from the parameters), so one kernel serves every T >= 64.
+  const bool single_block = tile < 2 * kLanesTileMin;
+  const uint32_t block_levels = single_block ? 2 : 3;
   std::string code = std::string(kTileParams) + R"(
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> parts_out: array<u32>;
@@ -543,17 +543,18 @@ fn take(present: bool, u: u32) {
   vy = f64_square_of(u);
 }
 
-// T = )" + std::to_string(tile) + R"(. Workgroup (j, y) covers tile column j of tile row i = y / S and the
-// tile's rows g, g + S, ... (g = y % S, S = T / 32), one row per 8 lanes. The canonical halving
-// tree of a row pairs slots of one residue mod 8 first: lane l sums the row's slots l + 8m,
-// m < T / 8, as the halving tree over m, which is the pairwise tree over m in bit-reversed order,
-// streamed below with one partial sum per level. Then the last three levels over the 8 lanes, the
-// tile's row tree over the workgroup's 32 rows (same residue mod S), and the reduce kernel's
-// levels over the S residues.
+// Workgroup (j, y) covers tile column j of tile row i = y / S and the tile's rows g, g + S, ...
+// (g = y % S, S = T / 32), one row per 8 lanes. The canonical halving tree of a row pairs slots
+// of one residue mod 8 first: lane l sums the row's slots l + 8m, m < T / 8, as the halving tree
+// over m, which is the pairwise tree over m in bit-reversed order, streamed below with one
+// partial sum per level. Then the last three levels over the 8 lanes, the tile's row tree over
+// the workgroup's 32 rows (same residue mod S), and the reduce kernel's levels over the S residues.
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let S = )" + std::to_string(parts) + R"(u;
-  let T = )" + std::to_string(tile) + R"(u;
+  let S = P.parts;
+  let T = P.tile;
+  // Blocks per lane, as a power of two: T / 8 values in blocks of )" + std::to_string(1u << block_levels) + R"(.
+  let outer = countTrailingZeros(T) - )" + std::to_string(3 + block_levels) + R"(u;
   let lane = t % 8u;
   let rs = t / 8u;
   let i = wg.y / S;
@@ -575,12 +576,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var x: vec2<u32>;
   var y: vec2<u32>;
 )";
-  // The first (up to) 32 values of a lane's bit-reversed order form one pairwise subtree, written
-  // out straight; longer rows repeat it for each block b of 32 positions (their columns differ by
-  // 8 * bitrev(b)) and merge the blocks' sums with a small stack.
-  const uint32_t block_levels = std::min<uint32_t>(levels, 5);
+  // The first values of a lane's bit-reversed order form one pairwise subtree (a block), written
+  // out straight with its loads first so they are in flight together; longer rows repeat it for
+  // each block b (their columns differ by 8 * bitrev(b)) and merge the blocks' sums with a small
+  // stack. Small blocks keep the kernel small: software devices compile it with LLVM.
   const uint32_t block_values = 1u << block_levels;
-  const uint32_t outer_levels = levels - block_levels;
   auto reverse = [](uint32_t value, uint32_t bits) {
     uint32_t r = 0;
     for (uint32_t b = 0; b < bits; ++b) r |= ((value >> b) & 1u) << (bits - 1 - b);
@@ -591,14 +591,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   // All of a block's loads come first, so they are in flight together.
   std::string block;
+  auto column = [&](uint32_t q) {
+    return "base + " + std::to_string(8 * reverse(q, block_levels)) + "u * (1u << outer)";
+  };
   for (uint32_t q = 0; q < block_values; ++q) {
-    const uint32_t offset = 8 * (reverse(q, block_levels) << outer_levels);
-    block += "    let u" + std::to_string(q) + " = elem(row_byte, base + " + std::to_string(offset) + "u);\n";
+    block += "    let u" + std::to_string(q) + " = elem(row_byte, " + column(q) + ");\n";
   }
   for (uint32_t q = 0; q < block_values; ++q) {
-    const uint32_t offset = 8 * (reverse(q, block_levels) << outer_levels);
-    block += "    take(row_ok && base + " + std::to_string(offset) + "u < P.col_end, u" + std::to_string(q) +
-             ");\n    x = vx;\n    y = vy;\n";
+    block += "    take(row_ok && " + column(q) + " < P.col_end, u" + std::to_string(q) + ");\n    x = vx;\n    y = vy;\n";
     uint32_t level = 0;
     while (((q >> level) & 1u) != 0) {
       block += "    x = f64_add(s" + std::to_string(level) + ", x);\n    y = f64_add(q" + std::to_string(level) + ", y);\n";
@@ -607,18 +607,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     block += "    s" + std::to_string(level) + " = x;\n    q" + std::to_string(level) + " = y;\n";
   }
   const std::string top = std::to_string(block_levels);
-  if (outer_levels == 0) {
+  if (single_block) {
     code += "  {\n    let base = col0;\n" + block + "  }\n";
     code += "  sh_sum[t] = s" + top + ";\n  sh_sq[t] = q" + top + ";\n";
   } else {
+    // Up to 2^6 blocks (T = 4096); b's bit-reversal over `outer` bits (a shift by 32 is by 0 in
+    // WGSL's runtime semantics, and then b is 0).
     code += "  var bs: array<vec2<u32>, 8>;\n  var bq: array<vec2<u32>, 8>;\n";
-    code += "  for (var b = 0u; b < " + std::to_string(1u << outer_levels) + "u; b = b + 1u) {\n";
-    code += "    let base = col0 + 8u * (reverseBits(b) >> " + std::to_string(32 - outer_levels) + "u);\n" + block;
+    code += "  for (var b = 0u; b < (1u << outer); b = b + 1u) {\n";
+    code += "    let base = col0 + 8u * (reverseBits(b) >> (32u - outer));\n" + block;
     code += "    x = s" + top + ";\n    y = q" + top + ";\n";
     code += "    var level = 0u;\n    while (((b >> level) & 1u) != 0u) {\n";
     code += "      x = f64_add(bs[level], x);\n      y = f64_add(bq[level], y);\n      level = level + 1u;\n    }\n";
     code += "    bs[level] = x;\n    bq[level] = y;\n  }\n";
-    code += "  sh_sum[t] = bs[" + std::to_string(outer_levels) + "];\n  sh_sq[t] = bq[" + std::to_string(outer_levels) + "];\n";
+    code += "  sh_sum[t] = bs[outer];\n  sh_sq[t] = bq[outer];\n";
   }
   code += R"(
   if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }

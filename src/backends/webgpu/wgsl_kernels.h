@@ -22,8 +22,8 @@ bool kernel_dtype_supported(DType dtype);
 std::string decode_kernel(DType dtype);
 /// tm.tile_stats@1, first pass: per (row, tile column), the row's halving sums and its counts.
 std::string tile_rows_kernel(DType dtype);
-/// tm.tile_stats@1, first pass for T >= kLanesTileMin (T fixed in the code): per (tile, residue of
-/// its rows mod T / 32), the halving levels of 32 rows read by 8 lanes each.
+/// tm.tile_stats@1, first pass for T >= kLanesTileMin: per (tile, residue of its rows mod T / 32),
+/// the halving levels of 32 rows read by 8 lanes each. One kernel serves T = 32, one every larger T.
 std::string tile_lanes_kernel(DType dtype, uint32_t tile);
 /// tm.tile_stats@1, second pass: per tile, the halving sums over its S partial records (S = T row
 /// records after tile_rows_kernel, T / 32 after tile_lanes_kernel); TM_TileStats out.
