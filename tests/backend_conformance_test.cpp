@@ -352,6 +352,9 @@ TEST_P(EveryOperation, EqualsItsReference) {
   std::string require = "TM_REQUIRE_" + name;
   for (char& ch : require) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   std::string why = backend == nullptr ? "not loaded" : backend->unavailable_reason();
+  for (const auto& report : session->load_reports()) {
+    if (backend == nullptr && report.name == name && !report.detail.empty()) why = report.detail;
+  }
   if (why.empty() && !backend->open().ok()) why = backend->unavailable_reason();
   if (!why.empty()) {
     if (name == "cpu" || std::getenv(require.c_str()) != nullptr) FAIL() << name << " is required but " << why << why_nothing(*session);
