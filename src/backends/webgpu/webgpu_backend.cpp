@@ -1,6 +1,7 @@
 #include "backends/webgpu/webgpu_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "backends/webgpu/wgsl_kernels.h"
+#include "compute/ops/diff_stats.h"
+#include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
 #include "tensormorph/dtype.h"
 
@@ -362,6 +365,287 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   }
   TM_RETURN_IF_ERROR(deliver(args.output, 0, tiles, grid_bytes));
   report.bytes_written = grid_bytes;
+  report.device_ns = seconds_since(start) * 1e9;
+  return report;
+}
+
+/// The uniforms of radix_histogram_kernel.
+struct RadixKernelParams {
+  uint32_t base_byte, count, default_nan, propagate_nan, key, shift, bits, prefix_count, center_lo, center_hi,
+      counters, pad;
+  uint32_t prefixes[2 * TM_RADIX_MAX_PREFIXES];
+};
+static_assert(sizeof(RadixKernelParams) == 176, "the WGSL struct's layout");
+
+Result<RunReport> WebGpuBackend::run_radix_histogram(const ops::RadixHistogramArgs& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const DTypeInfo& info = dtype_info(args.input.dtype);
+  TM_ASSIGN_OR_RETURN(api::ComputePipeline pipeline, device_->pipeline("radix_" + std::string(info.name),
+                                                                       radix_histogram_kernel(args.input.dtype)));
+  const uint64_t prefix_count = args.prefixes.elems;
+  std::vector<uint64_t> prefixes(prefix_count);
+  if (prefix_count != 0) {
+    if (args.prefixes.arg.buffer != nullptr) {
+      TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* buffer, resident(args.prefixes.arg));
+      TM_RETURN_IF_ERROR(device_->read(buffer->device, args.prefixes.arg.byte_offset, prefixes.data(), prefix_count * 8));
+    } else {
+      std::memcpy(prefixes.data(), static_cast<const uint8_t*>(args.prefixes.arg.host_data) + args.prefixes.arg.byte_offset,
+                  prefix_count * 8);
+    }
+  }
+  const uint64_t counters = std::max<uint64_t>(prefix_count, 1) << args.params.bits;
+  const uint64_t slots = counters + ops::kRadixClasses;
+  RadixKernelParams p{};
+  p.default_nan = host_nan_.default_nan;
+  p.propagate_nan = host_nan_.propagate ? 1u : 0u;
+  p.key = static_cast<uint32_t>(args.params.key);
+  p.shift = args.params.shift;
+  p.bits = args.params.bits;
+  p.prefix_count = static_cast<uint32_t>(prefix_count);
+  const uint64_t center = std::bit_cast<uint64_t>(args.params.center);
+  p.center_lo = static_cast<uint32_t>(center);
+  p.center_hi = static_cast<uint32_t>(center >> 32);
+  p.counters = static_cast<uint32_t>(counters);
+  for (uint64_t r = 0; r < prefix_count; ++r) {
+    p.prefixes[2 * r] = static_cast<uint32_t>(prefixes[r]);
+    p.prefixes[2 * r + 1] = static_cast<uint32_t>(prefixes[r] >> 32);
+  }
+  TM_ASSIGN_OR_RETURN(DeviceBuffer counts_buffer, scratch(1, slots * 4));
+  std::vector<uint32_t> counts(slots, 0);
+  std::vector<uint64_t> totals(slots, 0);
+  // Chunks of whole blocks under 2^31 elements, so no u32 counter overflows.
+  const uint64_t blocks_per_chunk = std::max<uint64_t>(
+      1, std::min<uint64_t>(options_.chunk_bytes / info.block_bytes, (uint64_t{1} << 31) / info.block_elems));
+  const uint64_t total_blocks = args.input.elems / info.block_elems;
+  RunReport report;
+  for (uint64_t block = 0; block < total_blocks; block += blocks_per_chunk) {
+    const uint64_t blocks = std::min(blocks_per_chunk, total_blocks - block);
+    const uint64_t elems = blocks * info.block_elems;
+    std::fill(counts.begin(), counts.end(), 0u);
+    TM_RETURN_IF_ERROR(device_->write(counts_buffer, 0, counts.data(), slots * 4));
+    TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, block * info.block_bytes, blocks * info.block_bytes, 0));
+    p.base_byte = input.second;
+    p.count = static_cast<uint32_t>(elems);
+    const auto [gx, gy] = flat_groups(elems);
+    TM_RETURN_IF_ERROR(device_->dispatch(pipeline, {input.first, Binding{counts_buffer.handle, 0, slots * 4}}, &p,
+                                         sizeof p, gx, gy));
+    TM_RETURN_IF_ERROR(device_->read(counts_buffer, 0, counts.data(), slots * 4));
+    for (uint64_t s = 0; s < slots; ++s) totals[s] += counts[s];
+    report.bytes_read += blocks * info.block_bytes;
+  }
+  const std::pair<const ops::TensorArgument*, uint64_t> outputs[] = {{&args.counts, 0}, {&args.classes, counters}};
+  for (const auto& [output, first] : outputs) {
+    const uint64_t bytes = output->arg.nbytes;
+    if (output->arg.buffer != nullptr) {
+      TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* out, resident(output->arg));
+      TM_RETURN_IF_ERROR(device_->write(out->device, output->arg.byte_offset, totals.data() + first, bytes));
+    } else {
+      std::memcpy(static_cast<uint8_t*>(output->arg.host_out) + output->arg.byte_offset, totals.data() + first, bytes);
+    }
+    report.bytes_written += bytes;
+  }
+  report.device_ns = seconds_since(start) * 1e9;
+  return report;
+}
+
+/// The uniforms of the diff kernels.
+struct DiffKernelParams {
+  uint32_t base_a, base_b, count, default_nan, propagate_nan, a_offset, b_offset, offsets;
+};
+
+Result<uint32_t> WebGpuBackend::stage_side(const ops::TensorArgument& side, uint64_t offset, uint64_t bytes,
+                                           const DeviceBuffer& staging, uint64_t at) {
+  if (side.arg.buffer == nullptr) {
+    const auto* host = static_cast<const uint8_t*>(side.arg.host_data) + side.arg.byte_offset + offset;
+    TM_RETURN_IF_ERROR(device_->write(staging, at, host, bytes));
+    return uint32_t{0};
+  }
+  TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* buffer, resident(side.arg));
+  const uint64_t begin = side.arg.byte_offset + offset;
+  const uint64_t aligned = begin & ~uint64_t{3};
+  TM_RETURN_IF_ERROR(device_->copy(buffer->device, aligned, staging, at, begin - aligned + bytes));
+  return static_cast<uint32_t>(begin - aligned);
+}
+
+Result<RunReport> WebGpuBackend::run_diff(const ops::DiffArgs& args, bool statistics) {
+  const auto start = std::chrono::steady_clock::now();
+  const DTypeInfo& ia = dtype_info(args.a.dtype);
+  const DTypeInfo& ib = dtype_info(args.b.dtype);
+  const std::string name = std::string(statistics ? "diff_stats_" : "subtract_") + std::string(ia.name) + "_" + std::string(ib.name);
+  TM_ASSIGN_OR_RETURN(api::ComputePipeline pipeline,
+                      device_->pipeline(name, statistics ? diff_stats_kernel(args.a.dtype, args.b.dtype)
+                                                         : subtract_kernel(args.a.dtype, args.b.dtype)));
+  // Batches of whole chunk records (65,536 pairs, whole blocks of either dtype) whose two sides
+  // fit one staging chunk.
+  const uint64_t chunk_bytes = ops::kDiffChunk / ia.block_elems * ia.block_bytes + ops::kDiffChunk / ib.block_elems * ib.block_bytes;
+  const uint64_t chunks_per_batch = std::clamp<uint64_t>(options_.chunk_bytes / chunk_bytes, 1, 65535);
+  const uint64_t total_chunks = (args.elems + ops::kDiffChunk - 1) / ops::kDiffChunk;
+  DiffKernelParams p{0, 0, 0, host_nan_.default_nan, host_nan_.propagate ? 1u : 0u,
+                     std::bit_cast<uint32_t>(args.a_offset.value), std::bit_cast<uint32_t>(args.b_offset.value),
+                     (args.a_offset.active ? 1u : 0u) | (args.b_offset.active ? 2u : 0u)};
+  std::vector<uint32_t> words;
+  RunReport report;
+  for (uint64_t chunk = 0; chunk < total_chunks; chunk += chunks_per_batch) {
+    const uint64_t chunks = std::min(chunks_per_batch, total_chunks - chunk);
+    const uint64_t first = chunk * ops::kDiffChunk;
+    const uint64_t elems = std::min(chunks * ops::kDiffChunk, args.elems - first);
+    const uint64_t bytes_a = elems / ia.block_elems * ia.block_bytes;
+    const uint64_t bytes_b = elems / ib.block_elems * ib.block_bytes;
+    const uint64_t at_b = (bytes_a + 4 + 3) & ~uint64_t{3};
+    TM_ASSIGN_OR_RETURN(DeviceBuffer staging, scratch(0, at_b + bytes_b + 8));
+    TM_ASSIGN_OR_RETURN(p.base_a, stage_side(args.a, first / ia.block_elems * ia.block_bytes, bytes_a, staging, 0));
+    TM_ASSIGN_OR_RETURN(const uint32_t b_in_word, stage_side(args.b, first / ib.block_elems * ib.block_bytes, bytes_b, staging, at_b));
+    p.base_b = static_cast<uint32_t>(at_b) + b_in_word;
+    p.count = static_cast<uint32_t>(elems);
+    const uint64_t out_bytes = statistics ? chunks * kDiffRecordWords * 4 : elems * 4;
+    TM_ASSIGN_OR_RETURN(DeviceBuffer out, scratch(1, out_bytes));
+    const Binding input{staging.handle, 0, at_b + bytes_b + 8};
+    const Binding output{out.handle, 0, out_bytes};
+    if (statistics) {
+      TM_RETURN_IF_ERROR(device_->dispatch(pipeline, {input, output}, &p, sizeof p, static_cast<uint32_t>(chunks), 1));
+      words.resize(out_bytes / 4);
+      TM_RETURN_IF_ERROR(device_->read(out, 0, words.data(), out_bytes));
+      std::vector<TM_DiffStats> records(chunks);
+      for (uint64_t c = 0; c < chunks; ++c) {
+        const uint32_t* w = words.data() + c * kDiffRecordWords;
+        auto f64 = [&](int at) { return std::bit_cast<double>(uint64_t{w[at]} | (uint64_t{w[at + 1]} << 32)); };
+        TM_DiffStats& r = records[c];
+        r = ops::empty_diff_stats();
+        r.pairs = std::min(ops::kDiffChunk, elems - c * ops::kDiffChunk);
+        r.finite_pairs = w[0];
+        r.differing = w[1];
+        r.bits_differing = w[2];
+        r.class_mismatch = w[3];
+        r.nan_a = w[4];
+        r.nan_b = w[5];
+        r.inf_a = w[6];
+        r.inf_b = w[7];
+        if (w[8] != 0xffffffffu) {
+          r.max_abs_index = args.element_offset + first + c * ops::kDiffChunk + w[8];
+          r.a_at_max = std::bit_cast<float>(w[9]);
+          r.b_at_max = std::bit_cast<float>(w[10]);
+          r.max_abs_diff = f64(12);
+        }
+        r.sum_diff = f64(14);
+        r.sum_sq_diff = f64(16);
+        r.sum_sq_a = f64(18);
+        r.sum_sq_b = f64(20);
+        r.sum_ab = f64(22);
+      }
+      const uint64_t record_bytes = chunks * sizeof(TM_DiffStats);
+      const uint64_t at = chunk * sizeof(TM_DiffStats);
+      if (args.output.arg.buffer != nullptr) {
+        TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* resident_out, resident(args.output.arg));
+        TM_RETURN_IF_ERROR(device_->write(resident_out->device, args.output.arg.byte_offset + at, records.data(), record_bytes));
+      } else {
+        std::memcpy(static_cast<uint8_t*>(args.output.arg.host_out) + args.output.arg.byte_offset + at, records.data(),
+                    record_bytes);
+      }
+      report.bytes_written += record_bytes;
+    } else {
+      const auto [gx, gy] = flat_groups(elems);
+      TM_RETURN_IF_ERROR(device_->dispatch(pipeline, {input, output}, &p, sizeof p, gx, gy));
+      TM_RETURN_IF_ERROR(deliver(args.output, first * 4, out, out_bytes));
+      report.bytes_written += out_bytes;
+    }
+    report.bytes_read += bytes_a + bytes_b;
+  }
+  TM_RETURN_IF_ERROR(device_->finish());
+  report.device_ns = seconds_since(start) * 1e9;
+  return report;
+}
+
+/// The uniforms of the channel kernels.
+struct ChannelKernelParams {
+  uint32_t base_byte, row_bytes, rows, cols, levels, slots, default_nan, propagate_nan, row0, band_rows, last_band, pad;
+};
+
+ChannelPlan WebGpuBackend::channel_plan(const ops::ChannelStatsArgs& args, uint64_t memory_budget) const {
+  ChannelPlan p;
+  p.row_bytes = *ops::matrix_row_bytes(args.input.dtype, args.cols);
+  const uint64_t col_slots = std::bit_ceil(std::max<uint64_t>(args.rows, 1));
+  p.col_levels = static_cast<uint32_t>(std::countr_zero(col_slots));
+  // Per column between bands: 8 words of counts and extremes, then each level's two float64 partials.
+  const uint64_t state = args.cols * (8 + 4 * (p.col_levels + 1)) * 4;
+  const uint64_t records = args.cols * sizeof(TM_TileStats);
+  const bool host = args.input.arg.buffer == nullptr;
+  const uint64_t per_row = sizeof(TM_TileStats) + (host ? p.row_bytes : 0);
+  const uint64_t binding_rows = (device_->max_binding_bytes() - 8) / std::max<uint64_t>(p.row_bytes, 1);
+  uint64_t band = host ? options_.chunk_bytes / std::max<uint64_t>(p.row_bytes, 1) : binding_rows;
+  if (memory_budget != 0) {
+    const uint64_t fixed = state + records;
+    band = fixed + per_row > memory_budget ? 0 : std::min(band, (memory_budget - fixed) / per_row);
+  }
+  if (memory_budget == 0) band = std::max<uint64_t>(band, 1);
+  p.band_rows = std::min({band, binding_rows, std::max<uint64_t>(args.rows, 1)});
+  p.working_bytes = state + records + std::max<uint64_t>(p.band_rows, 1) * per_row;
+  return p;
+}
+
+Result<RunReport> WebGpuBackend::run_channel_stats(const ops::ChannelStatsArgs& args, uint64_t memory_budget) {
+  const auto start = std::chrono::steady_clock::now();
+  const DTypeInfo& info = dtype_info(args.input.dtype);
+  const ChannelPlan plan = channel_plan(args, memory_budget);
+  if (plan.band_rows == 0) {
+    return Status::ResourceExhausted("webgpu: channel statistics of " + std::to_string(args.cols) +
+                                     " columns need more working memory than the budget of " +
+                                     std::to_string(memory_budget) + " bytes");
+  }
+  if (plan.row_bytes + 8 > device_->max_binding_bytes() || args.rows > 0xffffffffu || args.cols > 0xffffffffu) {
+    return Status::Unimplemented("webgpu: channel statistics of rows longer than one binding (" +
+                                 std::to_string(device_->max_binding_bytes()) + " bytes)");
+  }
+  TM_ASSIGN_OR_RETURN(api::ComputePipeline rows_pipeline, device_->pipeline("channel_rows_" + std::string(info.name),
+                                                                            channel_rows_kernel(args.input.dtype)));
+  TM_ASSIGN_OR_RETURN(api::ComputePipeline cols_pipeline, device_->pipeline("channel_cols_" + std::string(info.name),
+                                                                            channel_cols_kernel(args.input.dtype)));
+  const uint64_t row_slots = std::bit_ceil(std::max<uint64_t>(args.cols, 1));
+  constexpr uint64_t kRecord = sizeof(TM_TileStats);
+  const uint64_t state_bytes = std::max<uint64_t>(args.cols * (8 + 4 * (plan.col_levels + 1)) * 4, 4);
+  TM_ASSIGN_OR_RETURN(DeviceBuffer state, scratch(3, state_bytes));
+  TM_ASSIGN_OR_RETURN(DeviceBuffer col_records, scratch(2, std::max<uint64_t>(args.cols * kRecord, 4)));
+  ChannelKernelParams p{};
+  p.row_bytes = static_cast<uint32_t>(plan.row_bytes);
+  p.rows = static_cast<uint32_t>(args.rows);
+  p.cols = static_cast<uint32_t>(args.cols);
+  p.default_nan = host_nan_.default_nan;
+  p.propagate_nan = host_nan_.propagate ? 1u : 0u;
+  RunReport report;
+  // An empty matrix still has its columns' records (and no rows): one band of no rows.
+  for (uint64_t row0 = 0; row0 < args.rows || (row0 == 0 && args.rows == 0); row0 += plan.band_rows) {
+    const uint64_t band = std::min(plan.band_rows, args.rows - row0);
+    TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, row0 * plan.row_bytes, band * plan.row_bytes, 0));
+    p.base_byte = input.second;
+    p.row0 = static_cast<uint32_t>(row0);
+    p.band_rows = static_cast<uint32_t>(band);
+    p.last_band = row0 + band >= args.rows ? 1u : 0u;
+    if (band > 0) {
+      p.levels = static_cast<uint32_t>(std::countr_zero(std::max<uint64_t>(1, row_slots / 256)));
+      p.slots = static_cast<uint32_t>(std::min<uint64_t>(row_slots, 1u << 31));
+      TM_ASSIGN_OR_RETURN(DeviceBuffer row_records, scratch(1, band * kRecord));
+      const uint64_t gx = std::min<uint64_t>(band, 65535);
+      ChannelKernelParams rows_params = p;
+      rows_params.rows = static_cast<uint32_t>(band);
+      TM_RETURN_IF_ERROR(device_->dispatch(rows_pipeline, {input.first, Binding{row_records.handle, 0, band * kRecord}},
+                                           &rows_params, sizeof rows_params, static_cast<uint32_t>(gx),
+                                           static_cast<uint32_t>((band + gx - 1) / gx)));
+      TM_RETURN_IF_ERROR(deliver(args.rows_out, row0 * kRecord, row_records, band * kRecord));
+    }
+    if (args.cols > 0) {
+      p.levels = plan.col_levels;
+      p.slots = static_cast<uint32_t>(uint64_t{1} << plan.col_levels);
+      const auto [gx, gy] = flat_groups(args.cols);
+      TM_RETURN_IF_ERROR(device_->dispatch(cols_pipeline,
+                                           {input.first, Binding{col_records.handle, 0, args.cols * kRecord},
+                                            Binding{state.handle, 0, state_bytes}},
+                                           &p, sizeof p, gx, gy));
+    }
+    report.bytes_read += band * plan.row_bytes;
+    if (args.rows == 0) break;
+  }
+  if (args.cols > 0) TM_RETURN_IF_ERROR(deliver(args.cols_out, 0, col_records, args.cols * kRecord));
+  TM_RETURN_IF_ERROR(device_->finish());
+  report.bytes_written = (args.rows + args.cols) * kRecord;
   report.device_ns = seconds_since(start) * 1e9;
   return report;
 }

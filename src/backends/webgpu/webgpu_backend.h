@@ -51,6 +51,14 @@ struct HostNan {
   bool propagate = true;
 };
 
+/// How tm.channel_stats@1 goes through a matrix: bands of rows, the columns' state kept between them.
+struct ChannelPlan {
+  uint64_t row_bytes = 0;
+  uint64_t band_rows = 0;     ///< 0: not even one row fits the memory budget
+  uint32_t col_levels = 0;    ///< log2 of bit_ceil(rows)
+  uint64_t working_bytes = 0;  ///< state, column records, and per band row its record and staging
+};
+
 /// One opened WebGPU device. Every member but create() expects `mutex` held.
 class WebGpuBackend {
  public:
@@ -69,6 +77,8 @@ class WebGpuBackend {
   const Rates& rates() const { return rates_; }
   /// Input bytes one upload and dispatch covers (the staging an execution of host data needs).
   uint64_t chunk_bytes() const { return options_.chunk_bytes; }
+  /// The largest binding a kernel takes.
+  uint64_t max_binding_bytes() const { return device_->max_binding_bytes(); }
   WebGpuDevice& device() { return *device_; }
 
   Result<std::unique_ptr<HostVisibleBuffer>> allocate(uint64_t bytes);
@@ -78,6 +88,13 @@ class WebGpuBackend {
   Result<RunReport> run_decode(const ops::DecodeArgs& args);
   Result<RunReport> run_tile_stats(const ops::TileStatsArgs& args);
   Result<RunReport> run_histogram(const ops::HistogramArgs& args);
+  Result<RunReport> run_radix_histogram(const ops::RadixHistogramArgs& args);
+  /// The bands tm.channel_stats@1 takes under `memory_budget` (0: none).
+  ChannelPlan channel_plan(const ops::ChannelStatsArgs& args, uint64_t memory_budget) const;
+  /// tm.channel_stats@1 in bands that fit `memory_budget` (0: none).
+  Result<RunReport> run_channel_stats(const ops::ChannelStatsArgs& args, uint64_t memory_budget);
+  /// tm.diff_stats@1 (`statistics`) or tm.subtract@1.
+  Result<RunReport> run_diff(const ops::DiffArgs& args, bool statistics);
   Result<RunReport> run_render(const ops::RenderArgs& args);
 
  private:
@@ -93,6 +110,10 @@ class WebGpuBackend {
   /// Delivers `bytes` of device results at `src` into the output argument at `offset`.
   Status deliver(const ops::TensorArgument& output, uint64_t offset, const DeviceBuffer& src, uint64_t bytes);
   Result<const HostVisibleBuffer*> resident(const TM_TensorArg& arg);
+  /// Puts `bytes` of a side of a comparison, `offset` bytes into it, into `staging` at byte `at`
+  /// (a multiple of 4); returns how far into its first word the data starts.
+  Result<uint32_t> stage_side(const ops::TensorArgument& side, uint64_t offset, uint64_t bytes,
+                              const DeviceBuffer& staging, uint64_t at);
 
   BackendOptions options_;
   std::unique_ptr<WebGpuDevice> device_;

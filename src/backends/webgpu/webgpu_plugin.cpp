@@ -30,7 +30,9 @@ Status require(bool condition, const char* what) {
 }
 
 bool implemented(ops::CoreOp kind) {
-  return kind == ops::CoreOp::kDecode || kind == ops::CoreOp::kTileStats || kind == ops::CoreOp::kHistogram;
+  return kind == ops::CoreOp::kDecode || kind == ops::CoreOp::kTileStats || kind == ops::CoreOp::kHistogram ||
+         kind == ops::CoreOp::kRadixHistogram || kind == ops::CoreOp::kDiffStats || kind == ops::CoreOp::kSubtract ||
+         kind == ops::CoreOp::kChannelStats;
 }
 
 Status check_dtype(DType dtype) {
@@ -129,6 +131,39 @@ Result<TM_CostEstimate> estimate_of(const WebGpuBackend& b, const TM_OpInstance&
                                                                 dtype_info(dtype).block_elems);
       break;
     }
+    case ops::CoreOp::kChannelStats: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(op));
+      dtype = args.input.dtype;
+      TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(dtype, args.cols));
+      cost.bytes_read = args.rows * row_bytes;
+      cost.bytes_written = args.rows_out.arg.nbytes + args.cols_out.arg.nbytes;
+      if (row_bytes + 8 > b.max_binding_bytes()) {
+        return Status::Unimplemented("webgpu: channel statistics of rows up to " + std::to_string(b.max_binding_bytes()) +
+                                     " bytes (one binding); these have " + std::to_string(row_bytes));
+      }
+      cost.working_bytes = b.channel_plan(args, 0).working_bytes;
+      break;
+    }
+    case ops::CoreOp::kDiffStats:
+    case ops::CoreOp::kSubtract: {
+      TM_ASSIGN_OR_RETURN(auto args, kind == ops::CoreOp::kDiffStats ? ops::parse_diff_stats(op) : ops::parse_subtract(op));
+      TM_RETURN_IF_ERROR(check_dtype(args.b.dtype));
+      dtype = args.a.dtype;
+      cost.bytes_read = args.a.arg.nbytes + args.b.arg.nbytes;
+      cost.bytes_written = args.output.arg.nbytes;
+      // Both sides staged (one staging chunk) and the batch's output.
+      cost.working_bytes = std::min(b.chunk_bytes(), cost.bytes_read) + std::min(b.chunk_bytes() * 4, cost.bytes_written);
+      break;
+    }
+    case ops::CoreOp::kRadixHistogram: {
+      TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(op));
+      dtype = args.input.dtype;
+      cost.bytes_read = args.input.arg.nbytes;
+      cost.bytes_written = args.counts.arg.nbytes + args.classes.arg.nbytes;
+      // u32 counters on the device and read back, the host's u64 totals, and a chunk of staged input.
+      cost.working_bytes = cost.bytes_written * 2 + (args.input.arg.buffer != nullptr ? 0 : std::min(b.chunk_bytes(), cost.bytes_read));
+      break;
+    }
     default: {
       TM_ASSIGN_OR_RETURN(auto args, ops::parse_histogram(op));
       dtype = args.input.dtype;
@@ -214,11 +249,17 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       reason = std::string("webgpu does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
-    } else if (!kernel_dtype_supported(*dtype)) {
+    } else if (!kernel_dtype_supported(*dtype) ||
+               (q.input_count > 1 && (!from_abi_dtype(q.input_dtypes[1]) || !kernel_dtype_supported(*from_abi_dtype(q.input_dtypes[1]))))) {
       reason = std::string("webgpu implements ") + q.op + " for " + kImplemented + " only, not " +
                std::string(dtype_name(*dtype));
     } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
       reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
+    } else if (*kind == ops::CoreOp::kChannelStats && q.shape_class != TM_SHAPE_MATRIX) {
+      reason = "tm.channel_stats@1 takes a 2-D tensor";
+    } else if (*kind == ops::CoreOp::kChannelStats) {
+      support.level = TM_SUPPORT_PARTIAL;
+      reason = "rows that fit one binding; longer rows fall back";
     } else if (*kind == ops::CoreOp::kHistogram) {
       support.level = TM_SUPPORT_PARTIAL;
       reason = "up to 1,048,576 bins; more fall back";
@@ -316,14 +357,16 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
     // Validation and the cost model's refusals come first: what estimate refuses, execute refuses.
     TM_ASSIGN_OR_RETURN(const TM_CostEstimate cost, estimate_of(b, *op));
-    if (policy.memory_budget_bytes != 0 && cost.working_bytes > policy.memory_budget_bytes) {
+    const char* id = ops::read_abi_struct(op).op;
+    // Channel statistics fit a budget by their bands (run_channel_stats refuses when none fits).
+    const bool banded = !ops::is_render_op(id) && ops::core_op_from_id(id) == ops::CoreOp::kChannelStats;
+    if (!banded && policy.memory_budget_bytes != 0 && cost.working_bytes > policy.memory_budget_bytes) {
       return Status::ResourceExhausted("webgpu: the execution needs " + std::to_string(cost.working_bytes) +
                                        " bytes of working memory, over the budget of " +
                                        std::to_string(policy.memory_budget_bytes));
     }
     std::lock_guard lock(b.mutex);
     RunReport run;
-    const char* id = ops::read_abi_struct(op).op;
     if (ops::is_render_op(id)) {
       TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(*op));
       TM_ASSIGN_OR_RETURN(run, b.run_render(args));
@@ -337,6 +380,26 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
         case ops::CoreOp::kTileStats: {
           TM_ASSIGN_OR_RETURN(auto args, ops::parse_tile_stats(*op));
           TM_ASSIGN_OR_RETURN(run, b.run_tile_stats(args));
+          break;
+        }
+        case ops::CoreOp::kChannelStats: {
+          TM_ASSIGN_OR_RETURN(auto args, ops::parse_channel_stats(*op));
+          TM_ASSIGN_OR_RETURN(run, b.run_channel_stats(args, policy.memory_budget_bytes));
+          break;
+        }
+        case ops::CoreOp::kDiffStats: {
+          TM_ASSIGN_OR_RETURN(auto args, ops::parse_diff_stats(*op));
+          TM_ASSIGN_OR_RETURN(run, b.run_diff(args, true));
+          break;
+        }
+        case ops::CoreOp::kSubtract: {
+          TM_ASSIGN_OR_RETURN(auto args, ops::parse_subtract(*op));
+          TM_ASSIGN_OR_RETURN(run, b.run_diff(args, false));
+          break;
+        }
+        case ops::CoreOp::kRadixHistogram: {
+          TM_ASSIGN_OR_RETURN(auto args, ops::parse_radix_histogram(*op));
+          TM_ASSIGN_OR_RETURN(run, b.run_radix_histogram(args));
           break;
         }
         default: {

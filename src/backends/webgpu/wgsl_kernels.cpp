@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tensormorph/c/plugin.h"
+
 namespace tensormorph::webgpu {
 namespace {
 
@@ -309,6 +311,533 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     }
   }
   atomicAdd(&counts[slot], 1u);
+}
+)";
+}
+
+std::string radix_histogram_kernel(DType dtype) {
+  return R"(
+struct Params {
+  base_byte: u32,
+  count: u32,
+  default_nan: u32,
+  propagate_nan: u32,
+  key: u32,
+  shift: u32,
+  bits: u32,
+  prefix_count: u32,
+  center_lo: u32,
+  center_hi: u32,
+  counters: u32,
+  pad: u32,
+  prefixes: array<vec4<u32>, 8>,
+}
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + std::string(kLoads) + kFloat64 + element_loader(dtype) + kFlatIndex + R"(
+var<workgroup> classes: array<atomic<u32>, 4>;
+
+fn prefix_of(r: u32) -> vec2<u32> {
+  let pair = P.prefixes[r / 2u];
+  return select(pair.zw, pair.xy, r % 2u == 0u);
+}
+
+// One element: its class, and for a finite one its key's digit in every prefix row it matches.
+// The keys are the CPU's: the deviation key is the float64 |x - center| in one IEEE addition
+// (f64_add reads a subnormal centre as zero, which rounds the same: x is 0, and then the result
+// is -center itself, or at least 2^-149, whose half ulp is far above any subnormal).
+fn count_element(u: u32) {
+  let mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) { atomicAdd(&classes[1], 1u); return; }
+  if (mag == 0x7f800000u) { atomicAdd(&classes[select(3u, 2u, u == mag)], 1u); return; }
+  atomicAdd(&classes[0], 1u);
+  var key = vec2<u32>(mag, 0u);
+  if (P.key == )" + std::to_string(TM_RADIX_KEY_VALUE) + R"(u) {
+    key = vec2<u32>(order_key(u), 0u);
+  } else if (P.key == )" + std::to_string(TM_RADIX_KEY_DEVIATION) + R"(u) {
+    let d = f64_add(f64_of(u), vec2<u32>(P.center_lo, P.center_hi ^ 0x80000000u));
+    key = vec2<u32>(d.x, d.y & 0x7fffffffu);
+  }
+  let digit = shr64(key, P.shift).x & ((1u << P.bits) - 1u);
+  let high = shr64(key, P.shift + P.bits);
+  if (P.prefix_count == 0u) {
+    atomicAdd(&counts[digit], 1u);
+    return;
+  }
+  for (var r = 0u; r < P.prefix_count; r = r + 1u) {
+    if (all(high == prefix_of(r))) { atomicAdd(&counts[(r << P.bits) + digit], 1u); }
+  }
+}
+
+// counts[0, counters) are the digit counters (row-major by prefix), counts[counters + c] the
+// classes (finite, NaN, +Inf, -Inf), gathered per workgroup first.
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  if (t < 4u) { atomicStore(&classes[t], 0u); }
+  workgroupBarrier();
+  let i = flat_index(wg, groups, t);
+  if (i < P.count) { count_element(elem(P.base_byte, i)); }
+  workgroupBarrier();
+  if (t < 4u) {
+    let c = atomicLoad(&classes[t]);
+    if (c != 0u) { atomicAdd(&counts[P.counters + t], c); }
+  }
+}
+)";
+}
+
+namespace {
+
+// The two sides of tm.diff_stats@1 / tm.subtract@1, both staged in `src`: value_a(i) and
+// value_b(i) decode element i of each (each side its own dtype) and apply its offset as the host's
+// float32 v + offset (in float64, then rounded once to float32: a float64 sum of two float32
+// rounds to the same float32 as a float32 sum, since 53 >= 2 * 24 + 2).
+std::string diff_prelude(DType a, DType b) {
+  auto renamed = [](std::string loader, const char* name) {
+    const std::string from = "fn elem(";
+    loader.replace(loader.find(from), from.size(), std::string("fn ") + name + "(");
+    return loader;
+  };
+  return R"(
+struct Params {
+  base_a: u32,
+  base_b: u32,
+  count: u32,
+  default_nan: u32,
+  propagate_nan: u32,
+  a_offset: u32,
+  b_offset: u32,
+  offsets: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+)" + std::string(kLoads) + kFloat64 + renamed(element_loader(a), "elem_a") + renamed(element_loader(b), "elem_b") + R"(
+// The 64-bit product of two u32.
+fn mul_wide(a: u32, b: u32) -> vec2<u32> {
+  let al = a & 0xffffu;
+  let ah = a >> 16u;
+  let bl = b & 0xffffu;
+  let bh = b >> 16u;
+  let ll = al * bl;
+  let hl = ah * bl;
+  let mid = al * bh + (ll >> 16u) + (hl & 0xffffu);
+  return vec2<u32>((mid << 16u) | (ll & 0xffffu), ah * bh + (mid >> 16u) + (hl >> 16u));
+}
+fn gt64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y > b.y || (a.y == b.y && a.x > b.x); }
+// IEEE float64 a * b, round to nearest even, for normal or zero operands whose product is normal
+// (every product here: squares of differences of float32 and products of two float32). A zero
+// product is +0 (a sum that starts at +0 never tells the signs of zero apart).
+fn f64_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let ea = (a.y >> 20u) & 0x7ffu;
+  let eb = (b.y >> 20u) & 0x7ffu;
+  if (ea == 0u || eb == 0u) { return vec2<u32>(0u, 0u); }
+  let ah = (a.y & 0xfffffu) | 0x100000u;
+  let bh = (b.y & 0xfffffu) | 0x100000u;
+  // The 106-bit product of the significands as (high, low) 64-bit halves.
+  let x = mul_wide(a.x, b.x);
+  let y = add64(mul_wide(ah, b.x), mul_wide(a.x, bh));
+  let z = mul_wide(ah, bh);
+  let low = add64(x, vec2<u32>(0u, y.x));
+  let carry = select(0u, 1u, gt64(x, low));
+  let high = add64(add64(z, vec2<u32>(y.y, 0u)), vec2<u32>(carry, 0u));
+  let shift = select(52u, 53u, (high.y & 0x200u) != 0u);
+  var m = shl64(high, 64u - shift);
+  m = vec2<u32>(m.x | shr64(low, shift).x, m.y | shr64(low, shift).y);
+  let rem = sub64(low, shl64(shr64(low, shift), shift));
+  let half = shl64(vec2<u32>(1u, 0u), shift - 1u);
+  var e = shift + ea + eb - 1075u;
+  if (gt64(rem, half) || (rem.x == half.x && rem.y == half.y && (m.x & 1u) == 1u)) {
+    m = add64(m, vec2<u32>(1u, 0u));
+    if ((m.y & 0x200000u) != 0u) { m = shr64(m, 1u); e = e + 1u; }
+  }
+  return vec2<u32>(m.x, ((a.y ^ b.y) & 0x80000000u) | (e << 20u) | (m.y & 0xfffffu));
+}
+// The float32 nearest a float64 (normal or zero), ties to even, subnormal and infinite results included.
+fn f32_of_f64(d: vec2<u32>) -> u32 {
+  let sign = d.y & 0x80000000u;
+  let e = (d.y >> 20u) & 0x7ffu;
+  if (e == 0u) { return sign; }
+  if (e >= 1151u) { return sign | 0x7f800000u; }
+  let m = vec2<u32>(d.x, (d.y & 0xfffffu) | 0x100000u);
+  let shift = select(29u, 926u - e, e <= 896u);
+  if (shift >= 64u) { return sign; }
+  let kept = shr64(m, shift);
+  let rem = sub64(m, shl64(kept, shift));
+  let half = shl64(vec2<u32>(1u, 0u), shift - 1u);
+  var r = kept.x;
+  if (gt64(rem, half) || (rem.x == half.x && rem.y == half.y && (r & 1u) == 1u)) { r = r + 1u; }
+  if (e <= 896u) { return sign | r; }
+  return sign | (((e - 896u) << 23u) + r - 0x800000u);
+}
+fn offset_by(v: u32, offset: u32) -> u32 {
+  if (is_nan(v)) { return nan_of(v, offset); }
+  if (is_inf(v)) { return v; }
+  return f32_of_f64(f64_add(f64_of(v), f64_of(offset)));
+}
+fn value_a(i: u32) -> u32 {
+  let v = elem_a(P.base_a, i);
+  if ((P.offsets & 1u) != 0u) { return offset_by(v, P.a_offset); }
+  return v;
+}
+fn value_b(i: u32) -> u32 {
+  let v = elem_b(P.base_b, i);
+  if ((P.offsets & 2u) != 0u) { return offset_by(v, P.b_offset); }
+  return v;
+}
+fn negated(d: vec2<u32>) -> vec2<u32> { return vec2<u32>(d.x, d.y ^ 0x80000000u); }
+)";
+}
+
+}  // namespace
+
+std::string subtract_kernel(DType a, DType b) {
+  return diff_prelude(a, b) + kFlatIndex + R"(
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let i = flat_index(wg, groups, t);
+  if (i >= P.count) { return; }
+  let x = value_a(i);
+  let y = value_b(i);
+  var r: u32;
+  if (is_nan(x) || is_nan(y) || (is_inf(x) && is_inf(y) && ((x ^ y) & 0x80000000u) == 0u)) {
+    r = 0x7fc00000u;
+  } else if (is_inf(x)) {
+    r = x;
+  } else if (is_inf(y)) {
+    r = y ^ 0x80000000u;
+  } else {
+    r = f32_of_f64(f64_add(f64_of(x), negated(f64_of(y))));
+  }
+  out[i] = r;
+}
+)";
+}
+
+std::string diff_stats_kernel(DType a, DType b) {
+  return diff_prelude(a, b) + R"(
+var<workgroup> sh: array<vec2<u32>, 256>;
+var<workgroup> sh_max: array<vec2<u32>, 256>;
+var<workgroup> sh_pair: array<vec2<u32>, 256>;
+var<workgroup> sh_index: array<u32, 256>;
+var<workgroup> tallies: array<atomic<u32>, 8>;
+
+fn class_of(u: u32) -> u32 {
+  let mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) { return 1u; }
+  if (mag == 0x7f800000u) { return select(3u, 2u, u == mag); }
+  return 0u;
+}
+
+var<private> t: array<u32, 8>;  // finite, differing, bits differing, class mismatch, NaN a, NaN b, Inf a, Inf b
+var<private> sums: array<vec2<u32>, 5>;
+var<private> best: vec2<u32>;
+var<private> best_index: u32;
+var<private> best_pair: vec2<u32>;
+
+// Pair i of the chunk starting at `first`, into the lane's counts, sums and maximum.
+fn take_pair(first: u32, i: u32) {
+  let x = value_a(first + i);
+  let y = value_b(first + i);
+  let cx = class_of(x);
+  let cy = class_of(y);
+  if (x != y) { t[2] = t[2] + 1u; }
+  if (cx != cy) { t[3] = t[3] + 1u; }
+  if (cx == 1u) { t[4] = t[4] + 1u; }
+  if (cy == 1u) { t[5] = t[5] + 1u; }
+  if (cx >= 2u) { t[6] = t[6] + 1u; }
+  if (cy >= 2u) { t[7] = t[7] + 1u; }
+  if (cx != 0u || cy != 0u) {
+    if (cx != cy) { t[1] = t[1] + 1u; }
+    return;
+  }
+  t[0] = t[0] + 1u;
+  if (x != y && !(is_zero(x) && is_zero(y))) { t[1] = t[1] + 1u; }
+  let da = f64_of(x);
+  let db = f64_of(y);
+  let d = f64_add(da, negated(db));
+  sums[0] = f64_add(sums[0], d);
+  sums[1] = f64_add(sums[1], f64_mul(d, d));
+  sums[2] = f64_add(sums[2], f64_square_of(x));
+  sums[3] = f64_add(sums[3], f64_square_of(y));
+  sums[4] = f64_add(sums[4], f64_mul(da, db));
+  let ad = vec2<u32>(d.x, d.y & 0x7fffffffu);
+  if (best_index == 0xffffffffu || gt64(ad, best)) {
+    best = ad;
+    best_index = i;
+    best_pair = vec2<u32>(x, y);
+  }
+}
+
+// Workgroup c is chunk c (65,536 pairs): lane l adds the pairs 256 s + l, s ascending, from +0.0,
+// as the CPU reference does; then the halving tree over the lanes. The maximum |a - b| keeps the
+// lowest index on ties (a total order, so any reduction order gives the same pair).
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
+  let first = wg.x * 65536u;
+  let m = min(65536u, P.count - first);
+  if (l < 8u) { atomicStore(&tallies[l], 0u); }
+  best_index = 0xffffffffu;
+  workgroupBarrier();
+  for (var k = 0u; k < 256u; k = k + 1u) {
+    if (k * 256u + l < m) { take_pair(first, k * 256u + l); }
+  }
+  for (var j = 0u; j < 8u; j = j + 1u) {
+    if (t[j] != 0u) { atomicAdd(&tallies[j], t[j]); }
+  }
+  let o = wg.x * 24u;
+  for (var j = 0u; j < 5u; j = j + 1u) {
+    sh[l] = sums[j];
+    workgroupBarrier();
+    for (var p = 128u; p >= 1u; p = p / 2u) {
+      if (l < p) { sh[l] = f64_add(sh[l], sh[l + p]); }
+      workgroupBarrier();
+    }
+    if (l == 0u) {
+      out[o + 14u + 2u * j] = sh[0].x;
+      out[o + 15u + 2u * j] = sh[0].y;
+    }
+    workgroupBarrier();
+  }
+  sh_max[l] = best;
+  sh_index[l] = best_index;
+  sh_pair[l] = best_pair;
+  workgroupBarrier();
+  for (var p = 128u; p >= 1u; p = p / 2u) {
+    if (l < p) {
+      let oi = sh_index[l + p];
+      let si = sh_index[l];
+      if (oi != 0xffffffffu && (si == 0xffffffffu || gt64(sh_max[l + p], sh_max[l]) ||
+                                (all(sh_max[l + p] == sh_max[l]) && oi < si))) {
+        sh_max[l] = sh_max[l + p];
+        sh_index[l] = oi;
+        sh_pair[l] = sh_pair[l + p];
+      }
+    }
+    workgroupBarrier();
+  }
+  if (l < 8u) { out[o + l] = atomicLoad(&tallies[l]); }
+  if (l == 0u) {
+    out[o + 8u] = sh_index[0];
+    out[o + 9u] = sh_pair[0].x;
+    out[o + 10u] = sh_pair[0].y;
+    out[o + 11u] = 0u;
+    out[o + 12u] = sh_max[0].x;
+    out[o + 13u] = sh_max[0].y;
+  }
+}
+)";
+}
+
+namespace {
+
+// What the channel kernels share: the parameters (after the kernel's storage bindings), one
+// element's counts and extremes, the streamed pairwise tree, and the 18-word TM_TileStats record.
+std::string channel_prelude(DType dtype, int uniform_binding) {
+  return R"(
+struct Params {
+  base_byte: u32,
+  row_bytes: u32,
+  rows: u32,
+  cols: u32,
+  levels: u32,
+  slots: u32,
+  default_nan: u32,
+  propagate_nan: u32,
+  row0: u32,
+  band_rows: u32,
+  last_band: u32,
+  pad: u32,
+}
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding()" + std::to_string(uniform_binding) + R"() var<uniform> P: Params;
+)" + std::string(kLoads) + kFloat64 + element_loader(dtype) + R"(
+var<private> c_nan: u32;
+var<private> c_pinf: u32;
+var<private> c_ninf: u32;
+var<private> c_zeros: u32;
+var<private> k_min: u32 = 0xff800000u;
+var<private> k_max: u32 = 0x007fffffu;
+var<private> k_abs: u32;
+var<private> vx: vec2<u32>;
+var<private> vy: vec2<u32>;
+var<private> stack_x: array<vec2<u32>, 33>;
+var<private> stack_y: array<vec2<u32>, 33>;
+
+// One element: counted, and as float64 (and its square) in vx, vy; +0 when not finite.
+fn take(u: u32) {
+  vx = vec2<u32>(0u, 0u);
+  vy = vec2<u32>(0u, 0u);
+  let mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) { c_nan = c_nan + 1u; return; }
+  if (mag == 0x7f800000u) {
+    if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+    return;
+  }
+  if (mag == 0u) { c_zeros = c_zeros + 1u; }
+  let key = order_key(u);
+  k_min = min(k_min, key);
+  k_max = max(k_max, key);
+  k_abs = max(k_abs, mag);
+  vx = f64_of(u);
+  vy = f64_square_of(u);
+}
+
+// Slot k of a contiguous pairwise tree, streamed: merges every finished subtree (the set low bits
+// of k) before it.
+fn push(k: u32, x0: vec2<u32>, y0: vec2<u32>) {
+  var x = x0;
+  var y = y0;
+  var level = 0u;
+  while (((k >> level) & 1u) != 0u) {
+    x = f64_add(stack_x[level], x);
+    y = f64_add(stack_y[level], y);
+    level = level + 1u;
+  }
+  stack_x[level] = x;
+  stack_y[level] = y;
+}
+
+fn write_record(o: u32, count: u32, nan: u32, pinf: u32, ninf: u32, zeros: u32, sum: vec2<u32>, sq: vec2<u32>,
+                kmin: u32, kmax: u32, kabs: u32) {
+  out[o] = count;
+  out[o + 1u] = 0u;
+  out[o + 2u] = nan;
+  out[o + 3u] = 0u;
+  out[o + 4u] = pinf;
+  out[o + 5u] = 0u;
+  out[o + 6u] = ninf;
+  out[o + 7u] = 0u;
+  out[o + 8u] = zeros;
+  out[o + 9u] = 0u;
+  out[o + 10u] = sum.x;
+  out[o + 11u] = sum.y;
+  out[o + 12u] = sq.x;
+  out[o + 13u] = sq.y;
+  out[o + 14u] = key_bits(kmin);
+  out[o + 15u] = key_bits(kmax);
+  out[o + 16u] = kabs;
+  out[o + 17u] = 0u;
+}
+)";
+}
+
+}  // namespace
+
+std::string channel_rows_kernel(DType dtype) {
+  return channel_prelude(dtype, 2) + R"(
+var<workgroup> sh_sum: array<vec2<u32>, 256>;
+var<workgroup> sh_sq: array<vec2<u32>, 256>;
+var<workgroup> counts: array<atomic<u32>, 4>;
+var<workgroup> keys: array<atomic<u32>, 3>;
+
+// Workgroup r is row r. Its halving tree over P.slots = bit_ceil(cols) slots (+0 past the end):
+// with more than 256 slots, lane l first sums slots l + 256 m as the halving tree over m, which
+// is the pairwise tree over m in bit-reversed order (2^P.levels values), streamed; then the
+// halving levels over the lanes (or over the P.slots lanes when there are fewer).
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let r = wg.y * groups.x + wg.x;
+  let live = r < P.rows;
+  if (t < 4u) { atomicStore(&counts[t], 0u); }
+  if (t == 0u) {
+    atomicStore(&keys[0], 0xff800000u);
+    atomicStore(&keys[1], 0x007fffffu);
+    atomicStore(&keys[2], 0u);
+  }
+  workgroupBarrier();
+  let row_byte = P.base_byte + r * P.row_bytes;
+  let values = 1u << P.levels;
+  for (var k = 0u; k < values; k = k + 1u) {
+    var m = 0u;
+    if (P.levels > 0u) { m = reverseBits(k) >> (32u - P.levels); }
+    let c = t + 256u * m;
+    vx = vec2<u32>(0u, 0u);
+    vy = vec2<u32>(0u, 0u);
+    if (live && c < P.cols) { take(elem(row_byte, c)); }
+    push(k, vx, vy);
+  }
+  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
+  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
+  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
+  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
+  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
+  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
+  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+  sh_sum[t] = stack_x[P.levels];
+  sh_sq[t] = stack_y[P.levels];
+  workgroupBarrier();
+  for (var p = min(P.slots, 256u) / 2u; p >= 1u; p = p / 2u) {
+    if (t < p) {
+      sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
+      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
+    }
+    workgroupBarrier();
+  }
+  if (t == 0u && live) {
+    write_record(r * 18u, P.cols, atomicLoad(&counts[0]), atomicLoad(&counts[1]), atomicLoad(&counts[2]),
+                 atomicLoad(&counts[3]), sh_sum[0], sh_sq[0], atomicLoad(&keys[0]), atomicLoad(&keys[1]),
+                 atomicLoad(&keys[2]));
+  }
+}
+)";
+}
+
+std::string channel_cols_kernel(DType dtype) {
+  return channel_prelude(dtype, 3) + kFlatIndex + R"(
+@group(0) @binding(2) var<storage, read_write> state: array<u32>;
+
+// Invocation c is column c: its contiguous pairwise tree over 2^P.levels = bit_ceil(rows) row
+// slots (+0 past the last row), streamed down the rows of one band (rows row0 .. row0 +
+// band_rows) per dispatch. Between bands a column's counts, extremes and partial sums wait in
+// `state`; the last band adds the padding slots and writes the record.
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let c = flat_index(wg, groups, t);
+  if (c >= P.cols) { return; }
+  let o = c * (8u + 4u * (P.levels + 1u));
+  if (P.row0 > 0u) {
+    c_nan = state[o];
+    c_pinf = state[o + 1u];
+    c_ninf = state[o + 2u];
+    c_zeros = state[o + 3u];
+    k_min = state[o + 4u];
+    k_max = state[o + 5u];
+    k_abs = state[o + 6u];
+    for (var l = 0u; l <= P.levels; l = l + 1u) {
+      stack_x[l] = vec2<u32>(state[o + 8u + 4u * l], state[o + 9u + 4u * l]);
+      stack_y[l] = vec2<u32>(state[o + 10u + 4u * l], state[o + 11u + 4u * l]);
+    }
+  }
+  for (var k = 0u; k < P.band_rows; k = k + 1u) {
+    take(elem(P.base_byte + k * P.row_bytes, c));
+    push(P.row0 + k, vx, vy);
+  }
+  if (P.last_band == 0u) {
+    state[o] = c_nan;
+    state[o + 1u] = c_pinf;
+    state[o + 2u] = c_ninf;
+    state[o + 3u] = c_zeros;
+    state[o + 4u] = k_min;
+    state[o + 5u] = k_max;
+    state[o + 6u] = k_abs;
+    for (var l = 0u; l <= P.levels; l = l + 1u) {
+      state[o + 8u + 4u * l] = stack_x[l].x;
+      state[o + 9u + 4u * l] = stack_x[l].y;
+      state[o + 10u + 4u * l] = stack_y[l].x;
+      state[o + 11u + 4u * l] = stack_y[l].y;
+    }
+    return;
+  }
+  for (var k = P.rows; k < P.slots; k = k + 1u) { push(k, vec2<u32>(0u, 0u), vec2<u32>(0u, 0u)); }
+  write_record(c * 18u, P.rows, c_nan, c_pinf, c_ninf, c_zeros, stack_x[P.levels], stack_y[P.levels], k_min, k_max,
+               k_abs);
 }
 )";
 }

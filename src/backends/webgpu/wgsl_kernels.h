@@ -37,6 +37,25 @@ inline constexpr uint32_t kLanesTileMin = 32;
 /// tm.histogram@1 with bin edges precomputed on the host as float32 order keys.
 std::string histogram_kernel(DType dtype);
 
+/// tm.radix_histogram@1: digit counts per prefix row and the four classes, in u32 counters (one
+/// chunk of at most 2^31 elements per dispatch; the host adds chunks in 64 bits).
+std::string radix_histogram_kernel(DType dtype);
+
+/// tm.subtract@1 for sides of dtypes `a` and `b` staged in one binding (one invocation per pair).
+std::string subtract_kernel(DType a, DType b);
+/// tm.diff_stats@1 likewise, one workgroup per chunk of 65,536 pairs, kDiffRecordWords per chunk:
+/// the eight counts (finite, differing, bits differing, class mismatch, NaN a, NaN b, Inf a,
+/// Inf b), the maximum's index in the chunk (0xffffffff: none), its a and b bits, a pad word, then
+/// the maximum |a - b| and the five sums as float64 words (low, high).
+std::string diff_stats_kernel(DType a, DType b);
+inline constexpr uint32_t kDiffRecordWords = 24;
+
+/// tm.channel_stats@1, rows: one workgroup per row of a band, a TM_TileStats (18 words) each.
+std::string channel_rows_kernel(DType dtype);
+/// tm.channel_stats@1, columns: one invocation per column, a band of rows per dispatch, each
+/// column's state between bands in binding 3; a TM_TileStats (18 words) each after the last band.
+std::string channel_cols_kernel(DType dtype);
+
 /// Words of one row record the first tile_stats pass writes.
 inline constexpr uint32_t kRowRecordWords = 12;
 
