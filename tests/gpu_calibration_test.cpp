@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/copy_crew.h"
+#include "core/copy_crew.h"
 #include "backends/cuda/gpu_calibration.h"
 #include "test_util.h"
 
@@ -183,13 +183,13 @@ std::vector<uint8_t> pattern(size_t n) {
 TEST(CopyCrew, CopiesChunksInOrderWithAnyNumberOfHelpersAndEitherCopy) {
   struct Setting {
     uint32_t helpers;
-    gpu::FillCopy copy;
+    FillCopy copy;
   };
-  for (const Setting& setting : {Setting{0, gpu::FillCopy::kMemcpy}, Setting{1, gpu::FillCopy::kStream},
-                                 Setting{3, gpu::FillCopy::kMemcpy}, Setting{11, gpu::FillCopy::kStream}}) {
+  for (const Setting& setting : {Setting{0, FillCopy::kMemcpy}, Setting{1, FillCopy::kStream},
+                                 Setting{3, FillCopy::kMemcpy}, Setting{11, FillCopy::kStream}}) {
     const uint32_t helpers = setting.helpers;
     SCOPED_TRACE(helpers);
-    gpu::CopyCrew crew(helpers, setting.copy);
+    CopyCrew crew(helpers, setting.copy);
     EXPECT_EQ(crew.helpers(), helpers);
     const std::vector<uint8_t> src = pattern((size_t{13} << 20) + 12345);
     std::vector<uint8_t> dst(src.size(), 0xee);
@@ -219,11 +219,11 @@ TEST(CopyCrew, CopiesChunksInOrderWithAnyNumberOfHelpersAndEitherCopy) {
 }
 
 TEST(CopyCrew, RefusesMoreThanItsPendingChunksAndResetsCleanly) {
-  gpu::CopyCrew crew(2);
+  CopyCrew crew(2);
   const std::vector<uint8_t> src = pattern(size_t{8} << 20);
   std::vector<uint8_t> dst(src.size(), 0);
-  const size_t n = src.size() / gpu::CopyCrew::kMaxPending;
-  for (uint32_t i = 0; i < gpu::CopyCrew::kMaxPending; ++i) {
+  const size_t n = src.size() / CopyCrew::kMaxPending;
+  for (uint32_t i = 0; i < CopyCrew::kMaxPending; ++i) {
     ASSERT_TRUE(crew.post(src.data() + i * n, dst.data() + i * n, n).ok());
   }
   EXPECT_FALSE(crew.post(src.data(), dst.data(), 1).ok());

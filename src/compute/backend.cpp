@@ -194,6 +194,11 @@ Status Backend::write(TM_Buffer* buffer, const void* src, uint64_t bytes) const 
   return check(api_.buffer_write(handle_, buffer, 0, src, bytes));
 }
 
+Status Backend::read(TM_Buffer* buffer, void* dst, uint64_t bytes) const {
+  if (!api_.buffer_read) return Status::Unimplemented(name_ + ": no buffer reads");
+  return check(api_.buffer_read(handle_, buffer, 0, dst, bytes));
+}
+
 void Backend::mark_lost(const std::string& why) { lost_reason_ = why; }
 
 }  // namespace tensormorph::compute

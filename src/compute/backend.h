@@ -90,6 +90,8 @@ class Backend {
   void release(TM_Buffer* buffer) const;
   /// Copies host bytes into a buffer.
   Status write(TM_Buffer* buffer, const void* src, uint64_t bytes) const;
+  /// Copies a buffer's first `bytes` to the host.
+  Status read(TM_Buffer* buffer, void* dst, uint64_t bytes) const;
 
   /// Marks the backend as lost (after DEVICE_LOST); it is then never chosen again.
   void mark_lost(const std::string& why);

@@ -81,14 +81,6 @@ Status apply_option(BackendOptions& o, const std::string& key, const std::string
   return Status::Ok();
 }
 
-/// Host threads that fill staging slots when copy_threads is 0: three quarters of the CPUs (a
-/// quarter stays with the host's own work; an upload is a short burst bound by memory, not by
-/// cores), at most 12: on a shared host fewer cores' copies fall short of a PCIe 5 link.
-uint32_t default_copy_threads() {
-  const unsigned cpus = std::thread::hardware_concurrency();
-  return std::clamp<uint32_t>(cpus * 3 / 4, 1, 12);
-}
-
 /// The first upload chunk; each next one doubles up to a staging slot, so the copy engine starts
 /// after a small fill instead of a whole slot's. The last ones halve down to it again: the copy
 /// of the last chunk is the part of an upload that no fill overlaps.
@@ -261,7 +253,7 @@ Result<std::unique_ptr<GpuBackend>> GpuBackend::create(uint32_t index, const cha
                             (census.why_none.empty() ? "" : " (" + census.why_none + ")"));
   }
   std::unique_ptr<GpuBackend> backend(new GpuBackend());
-  if (parsed.copy_threads == 0) parsed.copy_threads = default_copy_threads();
+  if (parsed.copy_threads == 0) parsed.copy_threads = CopyCrew::default_copiers();
   backend->options_ = parsed;
   backend->host_nan_ = measure_host_nan();
   TM_RETURN_IF_ERROR(backend->open(census.usable[index]));

@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backends/cuda/copy_crew.h"
+#include "core/copy_crew.h"
 #include "backends/cuda/gpu_calibration.h"
 #include "backends/cuda/gpu_runtime.h"
 #include "backends/cuda/kernels.h"

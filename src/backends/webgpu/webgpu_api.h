@@ -48,11 +48,13 @@ inline constexpr uint32_t kErrorFilterOutOfMemory = 0x2;
 inline constexpr uint32_t kErrorTypeNoError = 0x1;
 inline constexpr uint32_t kErrorTypeOutOfMemory = 0x3;
 inline constexpr Flags kBufferUsageMapRead = 0x1;
+inline constexpr Flags kBufferUsageMapWrite = 0x2;
 inline constexpr Flags kBufferUsageCopySrc = 0x4;
 inline constexpr Flags kBufferUsageCopyDst = 0x8;
 inline constexpr Flags kBufferUsageUniform = 0x40;
 inline constexpr Flags kBufferUsageStorage = 0x80;
 inline constexpr Flags kMapModeRead = 0x1;
+inline constexpr Flags kMapModeWrite = 0x2;
 
 /// WGPUStringView: a pointer and a length (kStrlen: NUL-terminated).
 struct StringView {
@@ -270,6 +272,7 @@ struct Functions {
   void (*QueueRelease)(Queue);
   Future (*BufferMapAsync)(Buffer, Flags mode, size_t offset, size_t size, CallbackInfo<BufferMapCallback>);
   const void* (*BufferGetConstMappedRange)(Buffer, size_t offset, size_t size);
+  void* (*BufferGetMappedRange)(Buffer, size_t offset, size_t size);
   void (*BufferUnmap)(Buffer);
   void (*BufferDestroy)(Buffer);
   void (*BufferRelease)(Buffer);

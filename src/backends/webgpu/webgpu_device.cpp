@@ -38,7 +38,8 @@ Result<api::Functions> resolve_all(void* lib) {
   TM_WGPU_RESOLVE(DeviceCreateCommandEncoder) TM_WGPU_RESOLVE(DevicePushErrorScope)
   TM_WGPU_RESOLVE(DevicePopErrorScope) TM_WGPU_RESOLVE(DeviceDestroy) TM_WGPU_RESOLVE(DeviceRelease)
   TM_WGPU_RESOLVE(QueueWriteBuffer) TM_WGPU_RESOLVE(QueueSubmit) TM_WGPU_RESOLVE(QueueRelease)
-  TM_WGPU_RESOLVE(BufferMapAsync) TM_WGPU_RESOLVE(BufferGetConstMappedRange) TM_WGPU_RESOLVE(BufferUnmap)
+  TM_WGPU_RESOLVE(BufferMapAsync) TM_WGPU_RESOLVE(BufferGetConstMappedRange) TM_WGPU_RESOLVE(BufferGetMappedRange)
+  TM_WGPU_RESOLVE(BufferUnmap)
   TM_WGPU_RESOLVE(BufferDestroy) TM_WGPU_RESOLVE(BufferRelease) TM_WGPU_RESOLVE(ShaderModuleRelease)
   TM_WGPU_RESOLVE(ComputePipelineGetBindGroupLayout) TM_WGPU_RESOLVE(ComputePipelineRelease)
   TM_WGPU_RESOLVE(BindGroupLayoutRelease) TM_WGPU_RESOLVE(BindGroupRelease)
@@ -158,6 +159,14 @@ struct DeviceCallbacks {
   }
 };
 
+/// One staging buffer of the upload ring (MapWrite | CopySrc), mapped while the host fills it.
+struct WebGpuDevice::UploadSlot {
+  DeviceBuffer buffer;
+  DeviceCallbacks::MapReply reply;  // of the last mapping asked for
+  bool mapping = false;             // a mapping was asked for and has not been waited for
+  bool mapped = false;
+};
+
 Status WebGpuDevice::wait_for(const std::atomic<bool>& done, const char* what) {
   // Dawn runs callbacks of AllowProcessEvents mode inside ProcessEvents: poll, backing off from
   // spinning to short sleeps so a software device keeps the cores it computes on.
@@ -239,6 +248,12 @@ Result<std::unique_ptr<WebGpuDevice>> WebGpuDevice::open(const std::string& libr
 
 WebGpuDevice::~WebGpuDevice() {
   if (wgpu_ == nullptr) return;
+  crew_.reset();
+  for (auto& slot : upload_slots_) {
+    // The mapping's callback writes into the slot: let it fire before the slot goes.
+    if (slot->mapping) (void)wait_for(slot->reply.done, "a staging buffer");
+    release(slot->buffer);
+  }
   release(readback_);
   release(scratch_word_);
   for (auto& [name, pipeline] : pipelines_) wgpu_->ComputePipelineRelease(pipeline);
@@ -308,26 +323,97 @@ void WebGpuDevice::release(DeviceBuffer& buffer) {
   buffer = DeviceBuffer{};
 }
 
+namespace {
+/// Writes below this go through Dawn's queue writes (its own small upload ring).
+constexpr uint64_t kStagedWriteMin = uint64_t{1} << 20;
+/// The upload ring: enough slots that the host fills one while the device copies the others.
+constexpr uint64_t kUploadSlotBytes = uint64_t{16} << 20;
+constexpr size_t kUploadSlots = 4;
+}  // namespace
+
 Status WebGpuDevice::write(const DeviceBuffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   if (offset % 4 != 0 || offset + bytes > dst.bytes) {
     return Status::InvalidArgument("webgpu: a write of " + std::to_string(bytes) + " bytes at " +
                                    std::to_string(offset) + " does not fit a " + std::to_string(dst.bytes) +
                                    "-byte buffer at a word boundary");
   }
-  // Pieces within Dawn's upload ring (4 MiB), which it recycles once the copies are done; a larger
-  // write makes it allocate, map and free a staging buffer of that size.
-  constexpr uint64_t kPiece = uint64_t{2} << 20;
+  const auto* from = static_cast<const uint8_t*>(src);
   const uint64_t whole = bytes & ~uint64_t{3};
-  for (uint64_t done = 0; done < whole; done += kPiece) {
-    wgpu_->QueueWriteBuffer(queue_, dst.handle, offset + done, static_cast<const uint8_t*>(src) + done,
-                            std::min(kPiece, whole - done));
+  if (whole >= kStagedWriteMin) {
+    TM_RETURN_IF_ERROR(write_staged(dst, offset, from, whole));
+  } else if (whole > 0) {
+    wgpu_->QueueWriteBuffer(queue_, dst.handle, offset, from, whole);
   }
   if (whole < bytes) {  // the last partial word, padded with zeros
     uint8_t tail[4] = {};
-    std::memcpy(tail, static_cast<const uint8_t*>(src) + whole, bytes - whole);
+    std::memcpy(tail, from + whole, bytes - whole);
     wgpu_->QueueWriteBuffer(queue_, dst.handle, offset + whole, tail, 4);
   }
   return take_error("a write");
+}
+
+void WebGpuDevice::ask_mapping(UploadSlot& slot) {
+  slot.reply.done = false;
+  wgpu_->BufferMapAsync(slot.buffer.handle, api::kMapModeWrite, 0, slot.buffer.bytes,
+                        {nullptr, api::kCallbackModeAllowProcessEvents, &DeviceCallbacks::on_map, &slot.reply, nullptr});
+  slot.mapping = true;
+}
+
+Status WebGpuDevice::map_for_writing(UploadSlot& slot) {
+  if (slot.mapped) return Status::Ok();
+  if (!slot.mapping) ask_mapping(slot);
+  TM_RETURN_IF_ERROR(wait_for(slot.reply.done, "a staging buffer"));
+  slot.mapping = false;
+  if (slot.reply.status != api::kStatusSuccess) {
+    return Status::Internal("webgpu: a staging buffer did not map: " + slot.reply.message);
+  }
+  slot.mapped = true;
+  return Status::Ok();
+}
+
+Status WebGpuDevice::write_staged(const DeviceBuffer& dst, uint64_t offset, const uint8_t* src, uint64_t bytes) {
+  // Dawn's queue writes stage through memory of its choosing with one thread's copy; here the
+  // crew fills mapped buffers at the host's memory bandwidth while the device copies the others.
+  if (upload_slots_.empty()) {
+    for (size_t i = 0; i < kUploadSlots; ++i) {
+      api::BufferDescriptor descriptor{};
+      descriptor.usage = api::kBufferUsageMapWrite | api::kBufferUsageCopySrc;
+      descriptor.size = kUploadSlotBytes;
+      descriptor.mapped_at_creation = 1;
+      auto slot = std::make_unique<UploadSlot>();
+      slot->buffer.handle = wgpu_->DeviceCreateBuffer(device_, &descriptor);
+      if (slot->buffer.handle == nullptr) return Status::ResourceExhausted("webgpu: no staging buffer for uploads");
+      slot->buffer.bytes = kUploadSlotBytes;
+      slot->mapped = true;
+      upload_slots_.push_back(std::move(slot));
+    }
+    crew_ = std::make_unique<CopyCrew>(CopyCrew::default_copiers() - 1);
+  }
+  // Whatever happens below, no crew thread reads `src` or writes a slot after this returns.
+  struct CrewReset {
+    CopyCrew& crew;
+    ~CrewReset() { crew.reset(); }
+  } crew_reset{*crew_};
+  for (uint64_t done = 0, k = 0; done < bytes; ++k) {
+    UploadSlot& slot = *upload_slots_[k % upload_slots_.size()];
+    const uint64_t n = std::min(kUploadSlotBytes, bytes - done);
+    TM_RETURN_IF_ERROR(map_for_writing(slot));
+    void* mapped = wgpu_->BufferGetMappedRange(slot.buffer.handle, 0, slot.buffer.bytes);
+    if (mapped == nullptr) return Status::Internal("webgpu: a staging buffer's mapping is not accessible");
+    TM_RETURN_IF_ERROR(crew_->post(src + done, static_cast<uint8_t*>(mapped), n));
+    TM_RETURN_IF_ERROR(crew_->wait_oldest());
+    wgpu_->BufferUnmap(slot.buffer.handle);
+    slot.mapped = false;
+    api::CommandEncoder encoder = wgpu_->DeviceCreateCommandEncoder(device_, nullptr);
+    wgpu_->CommandEncoderCopyBufferToBuffer(encoder, slot.buffer.handle, 0, dst.handle, offset + done, n);
+    api::CommandBuffer commands = wgpu_->CommandEncoderFinish(encoder, nullptr);
+    wgpu_->QueueSubmit(queue_, 1, &commands);
+    wgpu_->CommandBufferRelease(commands);
+    wgpu_->CommandEncoderRelease(encoder);
+    ask_mapping(slot);  // granted once the copy has read the slot
+    done += n;
+  }
+  return Status::Ok();
 }
 
 Status WebGpuDevice::copy(const DeviceBuffer& src, uint64_t src_offset, const DeviceBuffer& dst, uint64_t dst_offset,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/webgpu/webgpu_api.h"
+#include "core/copy_crew.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::webgpu {
@@ -65,7 +66,8 @@ class WebGpuDevice {
   Result<DeviceBuffer> allocate(uint64_t bytes);
   /// Releases a buffer made by allocate (a null handle is ignored).
   void release(DeviceBuffer& buffer);
-  /// Copies host bytes into a buffer (queued; ordered before later submissions).
+  /// Copies host bytes into a buffer (queued; ordered before later submissions). Large writes go
+  /// through a ring of mapped staging buffers that a crew of host threads fills.
   Status write(const DeviceBuffer& dst, uint64_t offset, const void* src, uint64_t bytes);
   /// Copies a buffer's bytes to the host; waits for all earlier work.
   Status read(const DeviceBuffer& src, uint64_t offset, void* dst, uint64_t bytes);
@@ -88,7 +90,14 @@ class WebGpuDevice {
 
  private:
   WebGpuDevice() = default;
+  struct UploadSlot;
   Status wait_for(const std::atomic<bool>& done, const char* what);
+  /// A write through the staging ring: whole words only.
+  Status write_staged(const DeviceBuffer& dst, uint64_t offset, const uint8_t* src, uint64_t bytes);
+  /// Asks for `slot`'s mapping for writing (granted once the device is done reading it).
+  void ask_mapping(UploadSlot& slot);
+  /// Waits until `slot` is mapped for writing, asking for the mapping when nobody has.
+  Status map_for_writing(UploadSlot& slot);
   Status take_error(const char* what);
 
   const api::Functions* wgpu_ = nullptr;
@@ -99,6 +108,8 @@ class WebGpuDevice {
   AdapterFacts facts_;
   DeviceBuffer readback_;  // MapRead staging, grown on demand
   DeviceBuffer scratch_word_;  // what finish() reads back
+  std::vector<std::unique_ptr<UploadSlot>> upload_slots_;  // made by the first large write
+  std::unique_ptr<CopyCrew> crew_;                          // fills the upload slots
   std::map<std::string, api::ComputePipeline> pipelines_;
   std::string error_;  // the first uncaptured error since the last finish()
   std::string lost_;

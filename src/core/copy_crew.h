@@ -1,8 +1,8 @@
-// Host threads that copy ordinary (pageable) memory into pinned staging slots for the GPU
-// backend's uploads. One core's memcpy is several times slower than a PCIe 5 link, so the bytes
-// of each slot are split into pieces that a crew of threads copies at once, and chunks are posted
-// ahead so the crew fills the next slots while the copy engine drains the earlier ones.
-// Plain C++ (no vendor header): the caller does every device call.
+// Host threads that copy ordinary (pageable) memory into staging memory a device reads (pinned
+// slots, mapped buffers) for the GPU backends' uploads. One core's memcpy is several times slower
+// than a PCIe 5 link, so the bytes of each slot are split into pieces that a crew of threads
+// copies at once, and chunks are posted ahead so the crew fills the next slots while the copy
+// engine drains the earlier ones. Plain C++: the caller does every device call.
 #pragma once
 
 #include <atomic>
@@ -14,7 +14,7 @@
 
 #include "tensormorph/status.h"
 
-namespace tensormorph::gpu {
+namespace tensormorph {
 
 /// How the crew copies a piece.
 enum class FillCopy {
@@ -29,6 +29,10 @@ class CopyCrew {
  public:
   /// Chunks posted and not yet waited for, at most.
   static constexpr uint32_t kMaxPending = 16;
+  /// Threads worth copying with, the caller included: three quarters of the CPUs (a quarter stays
+  /// with the host's own work; an upload is a short burst bound by memory, not by cores), at most
+  /// 12: on a shared host fewer cores' copies fall short of a PCIe 5 link.
+  static uint32_t default_copiers();
 
   /// Starts `helpers` threads (fewer when the system refuses more; the caller copies too).
   explicit CopyCrew(uint32_t helpers, FillCopy copy = FillCopy::kMemcpy);
@@ -97,4 +101,4 @@ class CopyCrew {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace tensormorph::gpu
+}  // namespace tensormorph

@@ -1,4 +1,4 @@
-#include "backends/cuda/copy_crew.h"
+#include "core/copy_crew.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace tensormorph::gpu {
+namespace tensormorph {
 namespace {
 
 /// Pieces are whole pages, so pieces of a page-aligned slot stay aligned.
@@ -59,6 +59,11 @@ void stream_copy(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
 }
 
 }  // namespace
+
+uint32_t CopyCrew::default_copiers() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return std::clamp<uint32_t>(cpus * 3 / 4, 1, 12);
+}
 
 CopyCrew::CopyCrew(uint32_t helpers, FillCopy copy) : copy_(copy) {
   threads_.reserve(helpers);
@@ -186,4 +191,4 @@ void CopyCrew::reset() {
   posted_ = waited_ = claim_ = 0;
 }
 
-}  // namespace tensormorph::gpu
+}  // namespace tensormorph
