@@ -22,15 +22,25 @@
 namespace tensormorph {
 
 /// The on-disk format a checkpoint was read from.
-enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch };
+enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp };
 
-/// "safetensors", "gguf" or "pytorch".
+/// "safetensors", "gguf", "pytorch" or "pytorch-dcp" (a Distributed Checkpoint directory).
 std::string_view format_name(CheckpointFormat format);
 
 /// One file that holds tensor data.
 struct SourceFile {
   std::filesystem::path path;  ///< as opened (absolute or relative to the working directory)
   uint64_t size = 0;           ///< bytes, as seen when the header was read
+};
+
+/// One stored block of a tensor saved in pieces (a distributed checkpoint's shards).
+struct TensorChunk {
+  std::vector<uint64_t> start;   ///< first index in each dimension of the whole tensor
+  std::vector<uint64_t> sizes;   ///< extent in each dimension
+  uint32_t file = 0;             ///< index into Checkpoint::files()
+  uint64_t offset = 0;           ///< absolute byte offset of the block's first element
+  uint64_t nbytes = 0;           ///< bytes its storage spans from `offset`
+  std::vector<int64_t> strides;  ///< element strides; empty = contiguous row-major
 };
 
 /// One named tensor. Shapes are row-major (slowest-varying dim first) for every format;
@@ -43,6 +53,10 @@ struct TensorInfo {
   uint64_t offset = 0;             ///< absolute byte offset of the first stored byte within the file
   uint64_t nbytes = 0;             ///< bytes the tensor's storage spans from `offset`
   std::vector<int64_t> strides;    ///< element strides (PyTorch views); empty = contiguous row-major
+  /// Empty when the tensor is stored whole at file/offset. Otherwise the blocks that tile it
+  /// (file/offset then name the first, nbytes is the whole tensor's), gathered in row-major order
+  /// on first read.
+  std::vector<TensorChunk> chunks;
 
   /// Number of elements (product of shape; shapes are validated on open, so this cannot overflow).
   uint64_t elements() const;
@@ -68,6 +82,12 @@ struct FormatFact {
 
   /// {"key", "value"[, "file"]}: the form `info --json` and the viewer's /api/metadata give.
   nlohmann::ordered_json to_json() const;
+};
+
+/// Where a tensor's stored bytes are: a mapping and the offset of its first byte in it.
+struct TensorStorage {
+  std::shared_ptr<const MappedFile> map;  ///< a checkpoint file, or the gathered chunks of a tensor
+  uint64_t offset = 0;                    ///< of the tensor's first byte within map
 };
 
 /// An opened checkpoint. Opening reads headers only; tensor bytes are mapped on first access.
@@ -97,6 +117,10 @@ class Checkpoint {
 
   /// The stored bytes of `tensor`, mapping its file on first use. Fails when the file changed size.
   Result<std::span<const std::byte>> tensor_bytes(const TensorInfo& tensor) const;
+  /// The mapping that holds `tensor`'s bytes: its file's, or, for a tensor stored in chunks, an
+  /// anonymous in-memory file its chunks were gathered into on first use and kept while the
+  /// checkpoint is open.
+  Result<TensorStorage> storage(const TensorInfo& tensor) const;
   /// Decodes the whole tensor to float32 in row-major order (gathers strided views).
   Result<std::vector<float>> decode_f32(const TensorInfo& tensor) const;
   /// The mapping of files()[file], made on first use and shared with tensor_bytes. Fails when
@@ -104,6 +128,8 @@ class Checkpoint {
   Result<std::shared_ptr<const MappedFile>> mapped(uint32_t file) const;
 
  private:
+  /// Copies the chunks of `tensor` into `out` (its row-major bytes).
+  Status gather_chunks(const TensorInfo& tensor, std::span<std::byte> out) const;
 
   CheckpointFormat format_;
   std::filesystem::path path_;
@@ -115,6 +141,8 @@ class Checkpoint {
   std::vector<FormatFact> facts_;
   mutable std::mutex map_mutex_;
   mutable std::vector<std::shared_ptr<const MappedFile>> maps_;
+  mutable std::mutex gather_mutex_;  // held while gathering, so a tensor is gathered once
+  mutable std::unordered_map<std::string, std::shared_ptr<const MappedFile>> gathered_;  // by tensor name
 };
 
 /// Stored size per element of a set of tensors.

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,6 +18,10 @@ class MappedFile {
  public:
   /// Maps `path` read-only; an empty file maps to an empty span.
   static Result<std::shared_ptr<const MappedFile>> open(const std::filesystem::path& path);
+  /// An anonymous in-memory file of `size` bytes that `fill` writes once, then mapped read-only
+  /// like any file (with a descriptor the host reads through). `label` stands for its path in messages.
+  static Result<std::shared_ptr<const MappedFile>> in_memory(const std::filesystem::path& label, uint64_t size,
+                                                             const std::function<Status(std::span<std::byte>)>& fill);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

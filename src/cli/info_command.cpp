@@ -74,6 +74,14 @@ nlohmann::ordered_json to_json(const Checkpoint& ckpt, const Options& opt) {
                                 {"offset", t.offset},
                                 {"decodable", dtype_decodable(t.dtype)}};
     if (!t.contiguous()) e["strides"] = t.strides;
+    if (!t.chunks.empty()) {
+      e["chunks"] = nlohmann::ordered_json::array();
+      for (const TensorChunk& c : t.chunks) {
+        nlohmann::ordered_json chunk = {{"start", c.start}, {"sizes", c.sizes}, {"file", c.file}, {"offset", c.offset}};
+        if (!c.strides.empty()) chunk["strides"] = c.strides;
+        e["chunks"].push_back(std::move(chunk));
+      }
+    }
     j["tensors"].push_back(std::move(e));
     params += t.elements();
     bytes += t.nbytes;
@@ -137,9 +145,23 @@ void print_text(const Checkpoint& ckpt, const Options& opt) {
     const TensorInfo& t = ckpt.tensors()[i];
     std::string flag = dtype_decodable(t.dtype) ? "" : "  (not decodable yet)";
     if (!t.contiguous()) flag += "  (strided view)";
+    if (!t.chunks.empty()) flag += "  (" + std::to_string(t.chunks.size()) + " chunks)";
     std::printf("  %-*s  %-8s  %-20s  %12s  %12s%s\n", static_cast<int>(name_width), names[i].c_str(),
                 std::string(dtype_name(t.dtype)).c_str(), t.shape_string().c_str(), human_bytes(t.nbytes).c_str(),
                 human_count(t.elements()).c_str(), flag.c_str());
+    // A tensor saved in shards: where each block of it lies (the first few; --json lists all).
+    constexpr size_t kChunksShown = 8;
+    for (size_t c = 0; c < std::min(t.chunks.size(), kChunksShown); ++c) {
+      const TensorChunk& chunk = t.chunks[c];
+      const auto dims = [](const std::vector<uint64_t>& v) {
+        std::string s;
+        for (uint64_t d : v) s += (s.empty() ? "" : ", ") + std::to_string(d);
+        return "[" + s + "]";
+      };
+      std::printf("    chunk at %s of %s: %s, byte %llu\n", dims(chunk.start).c_str(), dims(chunk.sizes).c_str(),
+                  ckpt.files()[chunk.file].path.filename().string().c_str(), static_cast<unsigned long long>(chunk.offset));
+    }
+    if (t.chunks.size() > kChunksShown) std::printf("    ... and %zu more chunks\n", t.chunks.size() - kChunksShown);
   }
   std::fflush(stdout);
   std::cout << "\ntotals by dtype\n";

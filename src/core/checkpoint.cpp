@@ -1,6 +1,7 @@
 #include "tensormorph/checkpoint.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "tensormorph/decode.h"
 
@@ -11,6 +12,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kSafetensors: return "safetensors";
     case CheckpointFormat::kGguf: return "gguf";
     case CheckpointFormat::kPyTorch: return "pytorch";
+    case CheckpointFormat::kPyTorchDcp: return "pytorch-dcp";
   }
   return "unknown";
 }
@@ -85,12 +87,99 @@ Status check_within(const MappedFile& map, const TensorInfo& tensor) {
   return Status::Ok();
 }
 
+std::string dims_text(const std::vector<uint64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 }  // namespace
 
+Status Checkpoint::gather_chunks(const TensorInfo& tensor, std::span<std::byte> out) const {
+  const DTypeInfo& info = dtype_info(tensor.dtype);
+  const std::string where = path_.string() + ": tensor '" + tensor.name + "'";
+  if (info.block_elems != 1) return Status::Unsupported(where + ": chunks of " + std::string(info.name) + " are not gathered");
+  const uint64_t elem = info.block_bytes;
+  const size_t rank = tensor.shape.size();
+  if (out.size() != tensor.elements() * elem) return Status::Internal(where + ": gathering into a buffer of the wrong size");
+  std::vector<uint64_t> global_stride(rank, 1);  // row-major, in elements
+  for (size_t d = rank; d-- > 1;) global_stride[d - 1] = global_stride[d] * tensor.shape[d];
+  for (const TensorChunk& chunk : tensor.chunks) {
+    uint64_t count = 1;
+    for (uint64_t s : chunk.sizes) count *= s;  // within the shape: the reader checked the tiling
+    if (count == 0) continue;
+    if (chunk.start.size() != rank || chunk.sizes.size() != rank) {
+      return Status::Internal(where + ": a chunk of another rank");
+    }
+    TM_ASSIGN_OR_RETURN(auto map, mapped(chunk.file));
+    uint64_t end = 0;
+    if (__builtin_add_overflow(chunk.offset, chunk.nbytes, &end) || end > map->size()) {
+      return Status::FormatError(map->path().string() + ": tensor '" + tensor.name + "', chunk at " + dims_text(chunk.start) +
+                                 ": bytes [" + std::to_string(chunk.offset) + ", +" + std::to_string(chunk.nbytes) +
+                                 ") run past the end of the file (" + std::to_string(map->size()) + " bytes)");
+    }
+    const std::byte* base = map->bytes().data() + chunk.offset;
+    std::vector<int64_t> strides = chunk.strides;
+    if (strides.empty()) {
+      strides.assign(rank, 1);
+      for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * static_cast<int64_t>(chunk.sizes[d]);
+    }
+    // Walk the chunk's rows (every dimension but the last) with an odometer and copy each.
+    const uint64_t row = rank == 0 ? 1 : chunk.sizes[rank - 1];
+    const int64_t step = rank == 0 ? 1 : strides[rank - 1];
+    std::vector<uint64_t> index(rank == 0 ? 0 : rank - 1, 0);
+    for (uint64_t done = 0; done < count; done += row) {
+      int64_t src = 0;
+      uint64_t dst = rank == 0 ? 0 : chunk.start[rank - 1];
+      for (size_t d = 0; d + 1 < rank; ++d) {
+        src += static_cast<int64_t>(index[d]) * strides[d];
+        dst += (chunk.start[d] + index[d]) * global_stride[d];
+      }
+      for (uint64_t k = 0; k < row; ++k) {
+        const int64_t at = src + static_cast<int64_t>(k) * step;
+        if (at < 0 || static_cast<uint64_t>(at + 1) * elem > chunk.nbytes) {
+          return Status::FormatError(map->path().string() + ": tensor '" + tensor.name + "', chunk at " + dims_text(chunk.start) +
+                                     ": element " + std::to_string(at) + " lies outside its storage at byte " +
+                                     std::to_string(chunk.offset));
+        }
+      }
+      if (step == 1) {
+        std::memcpy(out.data() + dst * elem, base + src * static_cast<int64_t>(elem), row * elem);
+      } else {
+        for (uint64_t k = 0; k < row; ++k) {
+          std::memcpy(out.data() + (dst + k) * elem, base + (src + static_cast<int64_t>(k) * step) * static_cast<int64_t>(elem), elem);
+        }
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < chunk.sizes[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<TensorStorage> Checkpoint::storage(const TensorInfo& tensor) const {
+  if (tensor.chunks.empty()) {
+    TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
+    TM_RETURN_IF_ERROR(check_within(*map, tensor));
+    return TensorStorage{std::move(map), tensor.offset};
+  }
+  std::lock_guard lock(gather_mutex_);
+  auto& gathered = gathered_[tensor.name];
+  if (!gathered) {
+    const std::filesystem::path label = path_.string() + " (tensor '" + tensor.name + "', gathered from " +
+                                        std::to_string(tensor.chunks.size()) + " chunks)";
+    TM_ASSIGN_OR_RETURN(gathered, MappedFile::in_memory(label, tensor.nbytes, [&](std::span<std::byte> out) {
+                          return gather_chunks(tensor, out);
+                        }));
+  }
+  return TensorStorage{gathered, 0};
+}
+
 Result<std::span<const std::byte>> Checkpoint::tensor_bytes(const TensorInfo& tensor) const {
-  TM_ASSIGN_OR_RETURN(auto map, mapped(tensor.file));
-  TM_RETURN_IF_ERROR(check_within(*map, tensor));
-  return map->bytes().subspan(tensor.offset, tensor.nbytes);
+  TM_ASSIGN_OR_RETURN(TensorStorage stored, storage(tensor));
+  return stored.map->bytes().subspan(stored.offset, tensor.nbytes);
 }
 
 Result<std::vector<float>> Checkpoint::decode_f32(const TensorInfo& tensor) const {

@@ -70,6 +70,29 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
   return std::shared_ptr<const MappedFile>(new MappedFile(path, fd, data, size));
 }
 
+Result<std::shared_ptr<const MappedFile>> MappedFile::in_memory(const std::filesystem::path& label, uint64_t size,
+                                                                const std::function<Status(std::span<std::byte>)>& fill) {
+  int fd = ::memfd_create("tensormorph-gathered", MFD_CLOEXEC);
+  if (fd < 0) return Status::IoError(label.string() + ": cannot create an in-memory file: " + errno_text());
+  FdCloser closer{fd};
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return Status::ResourceExhausted(label.string() + ": cannot reserve " + std::to_string(size) + " bytes of memory: " + errno_text());
+  }
+  const void* data = nullptr;
+  if (size > 0) {
+    void* writable = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (writable == MAP_FAILED) return Status::ResourceExhausted(label.string() + ": cannot map " + std::to_string(size) + " bytes: " + errno_text());
+    const Status filled = fill({static_cast<std::byte*>(writable), size});
+    ::munmap(writable, size);
+    TM_RETURN_IF_ERROR(filled);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return Status::IoError(label.string() + ": cannot map: " + errno_text());
+    data = p;
+  }
+  closer.fd = -1;
+  return std::shared_ptr<const MappedFile>(new MappedFile(label, fd, data, size));
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<void*>(data_), size_);
   ::close(descriptor_);

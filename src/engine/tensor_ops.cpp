@@ -69,8 +69,8 @@ Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint
     return Status::FormatError(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) +
                                " at offset " + std::to_string(tensor.offset) + ": storage shorter than its shape");
   }
-  TM_ASSIGN_OR_RETURN(auto map, checkpoint.mapped(tensor.file));
-  return std::optional<ReadExtent>(ReadExtent{std::move(map), tensor.offset, need,
+  TM_ASSIGN_OR_RETURN(TensorStorage storage, checkpoint.storage(tensor));
+  return std::optional<ReadExtent>(ReadExtent{std::move(storage.map), storage.offset, need,
                                               rows_per_band(row_bytes, tile) * row_bytes,
                                               "tensor " + quoted_name(tensor.name)});
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "formats/dcp/dcp.h"
 #include "formats/gguf/gguf.h"
 #include "formats/pytorch/pytorch.h"
 #include "formats/safetensors/safetensors.h"
@@ -110,6 +111,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path) {
   std::error_code ec;
   fs::path target = path;
   if (fs::is_directory(path, ec)) {
+    if (dcp::is_dcp_directory(path)) return dcp::open_directory(path);
     TM_ASSIGN_OR_RETURN(target, resolve_directory(path));
   } else if (!fs::exists(path, ec)) {
     return Status::NotFound(path.string() + ": no such file or directory");

@@ -13,4 +13,8 @@ namespace tensormorph::pytorch {
 /// The legacy pre-1.6 (non-zip) format is refused with a clear message.
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path);
 
+/// The one tensor of a torch.save archive stored as `size` bytes at byte `base` of `path` (what a
+/// distributed checkpoint's data files hold per chunk); its offset is the file's, its file index 0.
+Result<TensorInfo> read_embedded_tensor(const std::filesystem::path& path, uint64_t base, uint64_t size);
+
 }  // namespace tensormorph::pytorch

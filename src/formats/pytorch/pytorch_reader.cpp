@@ -159,4 +159,19 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
                                       archive_facts(zip, prefix, *pickle_entry, pickle));
 }
 
+Result<TensorInfo> read_embedded_tensor(const std::filesystem::path& path, uint64_t base, uint64_t size) {
+  TM_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path, base, size));
+  std::string prefix;
+  TM_ASSIGN_OR_RETURN(const ZipEntry* pickle_entry, find_data_pickle(zip, &prefix));
+  TM_ASSIGN_OR_RETURN(std::string pickle, zip.read_entry(*pickle_entry, kMaxPickleBytes));
+  const std::string source = path.string() + ": the archive at byte " + std::to_string(base) + ": " + printable(pickle_entry->name);
+  TM_ASSIGN_OR_RETURN(PickleTree tree, run_pickle(pickle, source));
+  TM_ASSIGN_OR_RETURN(TorchTensors found, collect_tensors(tree, zip, prefix, printable(pickle_entry->name)));
+  if (found.tensors.size() != 1) {
+    return Status::FormatError(source + ": holds " + std::to_string(found.tensors.size()) +
+                               " tensors; a distributed checkpoint stores one per chunk");
+  }
+  return std::move(found.tensors.front());
+}
+
 }  // namespace tensormorph::pytorch

@@ -544,6 +544,8 @@ class TensorCollector {
 
 }  // namespace
 
+std::optional<DType> dtype_of_torch_global(std::string_view qualified) { return lookup(kDTypeGlobals, qualified); }
+
 Result<TorchTensors> collect_tensors(const PickleTree& tree, const ZipArchive& zip, std::string_view prefix,
                                      std::string_view pickle_name, const CollectLimits& limits) {
   TensorCollector collector(zip, prefix, pickle_name, limits);

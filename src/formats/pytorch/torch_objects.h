@@ -2,6 +2,7 @@
 // TensorInfos over the archive's stored storage entries, named by their path in the tree.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,9 @@ struct CollectLimits {
   uint64_t max_visits = 1ull << 24;    ///< values visited, counting each path to a shared value
   size_t max_tensors = size_t{1} << 20;///< tensors listed (names through shared values included)
 };
+
+/// The dtype a `torch.<dtype>` global names ("torch.bfloat16"), or nullopt.
+std::optional<DType> dtype_of_torch_global(std::string_view qualified);
 
 /// Walks `tree` from its root and names every tensor by its path ("model.encoder.0.weight").
 /// Storages resolve to "<prefix>data/<key>" entries of `zip` (`prefix` is "" or ends with '/');

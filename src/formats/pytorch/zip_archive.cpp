@@ -35,9 +35,21 @@ uint16_t load_u16(std::string_view bytes, uint64_t at) { return static_cast<uint
 uint32_t load_u32(std::string_view bytes, uint64_t at) { return static_cast<uint32_t>(load_le(bytes, at, 4)); }
 uint64_t load_u64(std::string_view bytes, uint64_t at) { return load_le(bytes, at, 8); }
 
-Status zip_error(const std::filesystem::path& path, uint64_t offset, std::string_view message) {
-  return Status::FormatError(path.string() + ": zip: " + std::string(message) + " (at byte " +
-                             std::to_string(offset) + ")");
+/// The bytes of one archive: a whole file, or a range of one (an archive stored inside another
+/// file). Offsets given to it are relative to the archive's first byte.
+struct ZipSource {
+  const std::filesystem::path& path;
+  uint64_t base = 0;  // where the archive starts in the file
+  uint64_t size = 0;  // the archive's bytes
+  Result<std::string> read(uint64_t at, uint64_t length) const { return read_file_range(path, base + at, length); }
+  std::string string() const { return path.string(); }
+  /// The file offset of archive offset `at`, as messages give it.
+  uint64_t absolute(uint64_t at) const { return base + at; }
+};
+
+Status zip_error(const ZipSource& source, uint64_t offset, std::string_view message) {
+  return Status::FormatError(source.string() + ": zip: " + std::string(message) + " (at byte " +
+                             std::to_string(source.absolute(offset)) + ")");
 }
 
 // Where the central directory lies, as the end records describe it.
@@ -48,7 +60,7 @@ struct DirectoryLocation {
   uint64_t end_of_directory = 0;  // first byte after which the directory may not extend
 };
 
-Result<uint64_t> find_end_record(const std::filesystem::path& path, uint64_t file_size, std::string* tail_out,
+Result<uint64_t> find_end_record(const ZipSource& path, uint64_t file_size, std::string* tail_out,
                                  uint64_t* tail_start_out) {
   if (file_size < kEndOfCentralDirBytes) {
     return zip_error(path, 0, "file of " + std::to_string(file_size) +
@@ -56,7 +68,7 @@ Result<uint64_t> find_end_record(const std::filesystem::path& path, uint64_t fil
   }
   const uint64_t tail_length = std::min<uint64_t>(file_size, kEndOfCentralDirBytes + kMaxCommentBytes);
   const uint64_t tail_start = file_size - tail_length;
-  TM_ASSIGN_OR_RETURN(std::string tail, read_file_range(path, tail_start, tail_length));
+  TM_ASSIGN_OR_RETURN(std::string tail, path.read(tail_start, tail_length));
   // Scan backwards so that the record closest to the end wins; its comment must fit in the file.
   for (uint64_t pos = tail_length - kEndOfCentralDirBytes + 1; pos-- > 0;) {
     if (load_u32(tail, pos) != kEndOfCentralDirSignature) continue;
@@ -70,21 +82,21 @@ Result<uint64_t> find_end_record(const std::filesystem::path& path, uint64_t fil
                                          std::to_string(tail_length) + " bytes (not a zip archive, or truncated)");
 }
 
-Result<DirectoryLocation> read_zip64_end(const std::filesystem::path& path, std::string_view locator,
+Result<DirectoryLocation> read_zip64_end(const ZipSource& path, std::string_view locator,
                                          uint64_t locator_offset) {
   const uint32_t record_disk = load_u32(locator, 4);
   const uint64_t record_offset = load_u64(locator, 8);
   const uint32_t total_disks = load_u32(locator, 16);
   if (record_disk != 0 || total_disks > 1) {
     return Status::Unsupported(path.string() + ": zip: multi-disk (split) archives are not supported (Zip64 locator at byte " +
-                               std::to_string(locator_offset) + ")");
+                               std::to_string(path.absolute(locator_offset)) + ")");
   }
   uint64_t record_end = 0;
   if (__builtin_add_overflow(record_offset, kZip64EndRecordBytes, &record_end) || record_end > locator_offset) {
     return zip_error(path, locator_offset, "Zip64 end record offset " + std::to_string(record_offset) +
                                                " does not leave room for the record before its locator");
   }
-  TM_ASSIGN_OR_RETURN(std::string record, read_file_range(path, record_offset, kZip64EndRecordBytes));
+  TM_ASSIGN_OR_RETURN(std::string record, path.read(record_offset, kZip64EndRecordBytes));
   if (load_u32(record, 0) != kZip64EndRecordSignature) {
     return zip_error(path, record_offset, "Zip64 end-of-central-directory record has a bad signature");
   }
@@ -98,12 +110,12 @@ Result<DirectoryLocation> read_zip64_end(const std::filesystem::path& path, std:
   location.end_of_directory = record_offset;
   if (disk_number != 0 || directory_disk != 0 || entries_on_disk != location.entry_count) {
     return Status::Unsupported(path.string() + ": zip: multi-disk (split) archives are not supported (Zip64 record at byte " +
-                               std::to_string(record_offset) + ")");
+                               std::to_string(path.absolute(record_offset)) + ")");
   }
   return location;
 }
 
-Result<DirectoryLocation> locate_directory(const std::filesystem::path& path, uint64_t file_size) {
+Result<DirectoryLocation> locate_directory(const ZipSource& path, uint64_t file_size) {
   std::string tail;
   uint64_t tail_start = 0;
   TM_ASSIGN_OR_RETURN(uint64_t end_pos, find_end_record(path, file_size, &tail, &tail_start));
@@ -115,7 +127,7 @@ Result<DirectoryLocation> locate_directory(const std::filesystem::path& path, ui
     if (locator_offset >= tail_start) {
       locator = tail.substr(locator_offset - tail_start, kZip64EndLocatorBytes);
     } else {
-      TM_ASSIGN_OR_RETURN(locator, read_file_range(path, locator_offset, kZip64EndLocatorBytes));
+      TM_ASSIGN_OR_RETURN(locator, path.read(locator_offset, kZip64EndLocatorBytes));
     }
     if (load_u32(locator, 0) == kZip64EndLocatorSignature) {
       return read_zip64_end(path, locator, locator_offset);
@@ -131,13 +143,13 @@ Result<DirectoryLocation> locate_directory(const std::filesystem::path& path, ui
   location.end_of_directory = end_offset;
   if (disk_number != 0 || directory_disk != 0 || entries_on_disk != location.entry_count) {
     return Status::Unsupported(path.string() + ": zip: multi-disk (split) archives are not supported (end record at byte " +
-                               std::to_string(end_offset) + ")");
+                               std::to_string(path.absolute(end_offset)) + ")");
   }
   return location;
 }
 
 // Replaces 0xFFFF.. placeholders of `entry` with the values of its Zip64 extra field.
-Status apply_zip64_extra(const std::filesystem::path& path, std::string_view extra, uint64_t extra_offset,
+Status apply_zip64_extra(const ZipSource& path, std::string_view extra, uint64_t extra_offset,
                          bool need_uncompressed, bool need_compressed, bool need_local_offset, ZipEntry* entry) {
   uint64_t pos = 0;
   while (pos + 4 <= extra.size()) {
@@ -174,9 +186,9 @@ Status apply_zip64_extra(const std::filesystem::path& path, std::string_view ext
   return Status::Ok();
 }
 
-Result<std::vector<ZipEntry>> parse_directory(const std::filesystem::path& path, const DirectoryLocation& location) {
+Result<std::vector<ZipEntry>> parse_directory(const ZipSource& path, const DirectoryLocation& location) {
   std::string directory;
-  TM_ASSIGN_OR_RETURN(directory, read_file_range(path, location.offset, location.size));
+  TM_ASSIGN_OR_RETURN(directory, path.read(location.offset, location.size));
   std::vector<ZipEntry> entries;
   entries.reserve(static_cast<size_t>(location.entry_count));
   uint64_t pos = 0;
@@ -223,7 +235,7 @@ Result<std::vector<ZipEntry>> parse_directory(const std::filesystem::path& path,
 
 // Two entries of one name make the archive ambiguous: Python's zipfile (and so torch.load) reads
 // the later one, other readers the first; refusing is the only answer that cannot be wrong.
-Status check_unique_names(const std::filesystem::path& path, const std::vector<ZipEntry>& entries) {
+Status check_unique_names(const ZipSource& path, const std::vector<ZipEntry>& entries) {
   std::unordered_map<std::string_view, size_t> first;
   first.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -245,7 +257,18 @@ Status check_unique_names(const std::filesystem::path& path, const std::vector<Z
 
 Result<ZipArchive> ZipArchive::open(const std::filesystem::path& path) {
   TM_ASSIGN_OR_RETURN(uint64_t file_size, file_size_of(path));
-  TM_ASSIGN_OR_RETURN(DirectoryLocation location, locate_directory(path, file_size));
+  return open(path, 0, file_size);
+}
+
+Result<ZipArchive> ZipArchive::open(const std::filesystem::path& file, uint64_t base, uint64_t size) {
+  TM_ASSIGN_OR_RETURN(uint64_t file_size, file_size_of(file));
+  if (base > file_size || file_size - base < size) {
+    return Status::FormatError(file.string() + ": zip: an archive of " + std::to_string(size) + " bytes at byte " +
+                               std::to_string(base) + " runs past the end of the file (" + std::to_string(file_size) +
+                               " bytes)");
+  }
+  const ZipSource path{file, base, size};
+  TM_ASSIGN_OR_RETURN(DirectoryLocation location, locate_directory(path, size));
   uint64_t directory_end = 0;
   if (__builtin_add_overflow(location.offset, location.size, &directory_end) ||
       directory_end > location.end_of_directory) {
@@ -260,11 +283,11 @@ Result<ZipArchive> ZipArchive::open(const std::filesystem::path& path) {
   }
   TM_ASSIGN_OR_RETURN(std::vector<ZipEntry> entries, parse_directory(path, location));
   TM_RETURN_IF_ERROR(check_unique_names(path, entries));
-  return ZipArchive(path, file_size, std::move(entries));
+  return ZipArchive(file, base, size, std::move(entries));
 }
 
-ZipArchive::ZipArchive(std::filesystem::path path, uint64_t file_size, std::vector<ZipEntry> entries)
-    : path_(std::move(path)), file_size_(file_size), entries_(std::move(entries)) {
+ZipArchive::ZipArchive(std::filesystem::path path, uint64_t base, uint64_t size, std::vector<ZipEntry> entries)
+    : path_(std::move(path)), base_(base), file_size_(size), entries_(std::move(entries)) {
   by_name_.reserve(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) by_name_.emplace(entries_[i].name, i);
 }
@@ -275,36 +298,42 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 }
 
 Result<uint64_t> ZipArchive::data_offset(const ZipEntry& entry) const {
+  TM_ASSIGN_OR_RETURN(uint64_t data, local_data_offset(entry));
+  return base_ + data;
+}
+
+Result<uint64_t> ZipArchive::local_data_offset(const ZipEntry& entry) const {
+  const ZipSource source{path_, base_, file_size_};
   if (entry.flags & kFlagEncrypted) {
     return Status::Unsupported(path_.string() + ": zip entry " + quoted_name(entry.name) + " is encrypted");
   }
   const uint64_t header = entry.local_header_offset;
   if (header > file_size_ || file_size_ - header < kLocalHeaderBytes) {
-    return zip_error(path_, entry.central_header_offset,
+    return zip_error(source, entry.central_header_offset,
                      "entry " + quoted_name(entry.name) + ": local header offset " + std::to_string(header) +
                          " lies beyond the end of the file (" + std::to_string(file_size_) + " bytes)");
   }
-  TM_ASSIGN_OR_RETURN(std::string local, read_file_range(path_, header, kLocalHeaderBytes));
+  TM_ASSIGN_OR_RETURN(std::string local, source.read(header, kLocalHeaderBytes));
   if (load_u32(local, 0) != kLocalHeaderSignature) {
-    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local file header has a bad signature");
+    return zip_error(source, header, "entry " + quoted_name(entry.name) + ": local file header has a bad signature");
   }
   const uint64_t name_length = load_u16(local, 26);
   const uint64_t extra_length = load_u16(local, 28);
   const uint64_t data = header + kLocalHeaderBytes + name_length + extra_length;  // < 2^64: header <= file size
   uint64_t data_end = 0;
   if (data > file_size_ || __builtin_add_overflow(data, entry.compressed_size, &data_end) || data_end > file_size_) {
-    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": data [" + std::to_string(data) + ", +" +
+    return zip_error(source, header, "entry " + quoted_name(entry.name) + ": data [" + std::to_string(data) + ", +" +
                                         std::to_string(entry.compressed_size) + ") runs past the end of the file (" +
                                         std::to_string(file_size_) + " bytes)");
   }
   if (name_length != entry.name.size()) {
-    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local header names a " +
+    return zip_error(source, header, "entry " + quoted_name(entry.name) + ": local header names a " +
                                         std::to_string(name_length) + "-byte file, central directory a " +
                                         std::to_string(entry.name.size()) + "-byte one");
   }
-  TM_ASSIGN_OR_RETURN(std::string local_name, read_file_range(path_, header + kLocalHeaderBytes, name_length));
+  TM_ASSIGN_OR_RETURN(std::string local_name, source.read(header + kLocalHeaderBytes, name_length));
   if (local_name != entry.name) {
-    return zip_error(path_, header, "entry " + quoted_name(entry.name) + ": local header names " + quoted_name(local_name) + " instead");
+    return zip_error(source, header, "entry " + quoted_name(entry.name) + ": local header names " + quoted_name(local_name) + " instead");
   }
   return data;
 }
@@ -315,25 +344,26 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
                                std::to_string(entry.uncompressed_size) + " bytes, more than the limit of " +
                                std::to_string(max_bytes));
   }
-  TM_ASSIGN_OR_RETURN(uint64_t data, data_offset(entry));
+  TM_ASSIGN_OR_RETURN(uint64_t data, local_data_offset(entry));
+  const ZipSource source{path_, base_, file_size_};
   std::string out;
   if (entry.method == kZipMethodStored) {
     if (entry.compressed_size != entry.uncompressed_size) {
-      return zip_error(path_, entry.central_header_offset,
+      return zip_error(source, entry.central_header_offset,
                        "stored entry " + quoted_name(entry.name) + " has compressed size " + std::to_string(entry.compressed_size) +
                            " but uncompressed size " + std::to_string(entry.uncompressed_size));
     }
-    TM_ASSIGN_OR_RETURN(out, read_file_range(path_, data, entry.uncompressed_size));
+    TM_ASSIGN_OR_RETURN(out, source.read(data, entry.uncompressed_size));
   } else if (entry.method == kZipMethodDeflated) {
     // Deflate cannot expand more than 1032:1, so a larger claim is a lie; refusing it avoids
     // allocating the claimed size for a tiny hostile entry.
     constexpr uint64_t kMaxDeflateRatio = 1032;
     if (entry.uncompressed_size / kMaxDeflateRatio > entry.compressed_size) {
-      return zip_error(path_, entry.central_header_offset,
+      return zip_error(source, entry.central_header_offset,
                        "deflated entry " + quoted_name(entry.name) + " claims to inflate " + std::to_string(entry.compressed_size) +
                            " bytes to " + std::to_string(entry.uncompressed_size) + ", beyond deflate's limit");
     }
-    TM_ASSIGN_OR_RETURN(std::string packed, read_file_range(path_, data, entry.compressed_size));
+    TM_ASSIGN_OR_RETURN(std::string packed, source.read(data, entry.compressed_size));
     out.resize(entry.uncompressed_size);
     z_stream stream{};
     if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) {
@@ -358,7 +388,7 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
     }
     inflateEnd(&stream);
     if (rc != Z_STREAM_END || produced != entry.uncompressed_size) {
-      return zip_error(path_, data, "entry " + quoted_name(entry.name) + ": deflate stream is corrupt or does not inflate to the "
+      return zip_error(source, data, "entry " + quoted_name(entry.name) + ": deflate stream is corrupt or does not inflate to the "
                                     "declared " + std::to_string(entry.uncompressed_size) + " bytes");
     }
   } else {
@@ -366,7 +396,7 @@ Result<std::string> ZipArchive::read_entry(const ZipEntry& entry, uint64_t max_b
                                std::to_string(entry.method) + " (only stored and deflate are supported)");
   }
   if (zip_crc32(out) != entry.crc32) {
-    return zip_error(path_, data, "entry " + quoted_name(entry.name) + ": CRC-32 mismatch (the entry is corrupt)");
+    return zip_error(source, data, "entry " + quoted_name(entry.name) + ": CRC-32 mismatch (the entry is corrupt)");
   }
   return out;
 }

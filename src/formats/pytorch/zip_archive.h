@@ -37,10 +37,13 @@ class ZipArchive {
  public:
   /// Reads and validates the end-of-central-directory records (Zip64 too) and the directory.
   static Result<ZipArchive> open(const std::filesystem::path& path);
+  /// The same for an archive stored as `size` bytes at byte `base` of a larger file (a torch.save
+  /// archive inside a distributed checkpoint's data file); offsets it returns are the file's.
+  static Result<ZipArchive> open(const std::filesystem::path& file, uint64_t base, uint64_t size);
 
   /// The archive's path.
   const std::filesystem::path& path() const { return path_; }
-  /// Size of the file in bytes when it was opened.
+  /// Size of the archive in bytes when it was opened (the whole file's for a file of its own).
   uint64_t file_size() const { return file_size_; }
   /// All entries in directory order.
   std::span<const ZipEntry> entries() const { return entries_; }
@@ -56,9 +59,12 @@ class ZipArchive {
   Result<std::string> read_entry(const ZipEntry& entry, uint64_t max_bytes) const;
 
  private:
-  ZipArchive(std::filesystem::path path, uint64_t file_size, std::vector<ZipEntry> entries);
+  ZipArchive(std::filesystem::path path, uint64_t base, uint64_t size, std::vector<ZipEntry> entries);
+  /// data_offset relative to the archive's first byte.
+  Result<uint64_t> local_data_offset(const ZipEntry& entry) const;
 
   std::filesystem::path path_;
+  uint64_t base_ = 0;  // where the archive starts in its file
   uint64_t file_size_ = 0;
   std::vector<ZipEntry> entries_;
   std::unordered_map<std::string, size_t> by_name_;  // first entry of each name
