@@ -22,9 +22,10 @@
 namespace tensormorph {
 
 /// The on-disk format a checkpoint was read from.
-enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp };
+enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp, kMegatron };
 
-/// "safetensors", "gguf", "pytorch" or "pytorch-dcp" (a Distributed Checkpoint directory).
+/// "safetensors", "gguf", "pytorch", "pytorch-dcp" (a Distributed Checkpoint directory) or
+/// "megatron-tp" (a Megatron-LM tensor-parallel set).
 std::string_view format_name(CheckpointFormat format);
 
 /// One file that holds tensor data.

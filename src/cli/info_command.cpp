@@ -13,6 +13,13 @@
 namespace tensormorph::cli {
 namespace {
 
+/// A data file as a chunk listing names it: its path inside the checkpoint's directory.
+std::string file_label(const Checkpoint& ckpt, uint32_t file) {
+  const std::filesystem::path& path = ckpt.files()[file].path;
+  const std::filesystem::path inside = path.lexically_relative(ckpt.path());
+  return inside.empty() || inside.native().starts_with("..") ? path.filename().string() : inside.string();
+}
+
 // Long metadata arrays (e.g. 32,000-token vocabularies) are cut to this many elements in output.
 constexpr size_t kMaxArrayElements = 16;
 
@@ -159,7 +166,7 @@ void print_text(const Checkpoint& ckpt, const Options& opt) {
         return "[" + s + "]";
       };
       std::printf("    chunk at %s of %s: %s, byte %llu\n", dims(chunk.start).c_str(), dims(chunk.sizes).c_str(),
-                  ckpt.files()[chunk.file].path.filename().string().c_str(), static_cast<unsigned long long>(chunk.offset));
+                  file_label(ckpt, chunk.file).c_str(), static_cast<unsigned long long>(chunk.offset));
     }
     if (t.chunks.size() > kChunksShown) std::printf("    ... and %zu more chunks\n", t.chunks.size() - kChunksShown);
   }

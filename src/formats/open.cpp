@@ -7,6 +7,7 @@
 
 #include "formats/dcp/dcp.h"
 #include "formats/gguf/gguf.h"
+#include "formats/megatron/megatron.h"
 #include "formats/pytorch/pytorch.h"
 #include "formats/safetensors/safetensors.h"
 
@@ -112,6 +113,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path) {
   fs::path target = path;
   if (fs::is_directory(path, ec)) {
     if (dcp::is_dcp_directory(path)) return dcp::open_directory(path);
+    if (megatron::is_tensor_parallel_directory(path)) return megatron::open_directory(path);
     TM_ASSIGN_OR_RETURN(target, resolve_directory(path));
   } else if (!fs::exists(path, ec)) {
     return Status::NotFound(path.string() + ": no such file or directory");

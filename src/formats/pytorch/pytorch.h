@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "formats/pytorch/pickle_vm.h"
 #include "tensormorph/checkpoint.h"
 
 namespace tensormorph::pytorch {
@@ -12,6 +13,9 @@ namespace tensormorph::pytorch {
 /// Opens a torch.save zip archive (.pt/.pth/.bin or no extension, any directory prefix inside).
 /// The legacy pre-1.6 (non-zip) format is refused with a clear message.
 Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path);
+
+/// The value tree of a torch.save archive's data.pkl (for the values around its tensors).
+Result<PickleTree> read_archive_pickle(const std::filesystem::path& path);
 
 /// The one tensor of a torch.save archive stored as `size` bytes at byte `base` of `path` (what a
 /// distributed checkpoint's data files hold per chunk); its offset is the file's, its file index 0.

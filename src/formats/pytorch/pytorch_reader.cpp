@@ -159,6 +159,14 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
                                       archive_facts(zip, prefix, *pickle_entry, pickle));
 }
 
+Result<PickleTree> read_archive_pickle(const std::filesystem::path& path) {
+  TM_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path));
+  std::string prefix;
+  TM_ASSIGN_OR_RETURN(const ZipEntry* pickle_entry, find_data_pickle(zip, &prefix));
+  TM_ASSIGN_OR_RETURN(std::string pickle, zip.read_entry(*pickle_entry, kMaxPickleBytes));
+  return run_pickle(pickle, path.string() + ": " + printable(pickle_entry->name));
+}
+
 Result<TensorInfo> read_embedded_tensor(const std::filesystem::path& path, uint64_t base, uint64_t size) {
   TM_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(path, base, size));
   std::string prefix;

@@ -1,0 +1,310 @@
+// Megatron-LM tensor-parallel sets: each rank's archive is read by the PyTorch reader, and every
+// model tensor is matched across ranks by name and assembled by its layer's role. The role comes
+// from the parameter's module name, as Megatron's layers are named in both its legacy models
+// (query_key_value, dense_h_to_4h, ...) and Megatron-core (linear_qkv, linear_fc1, ...).
+#include "formats/megatron/megatron.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <optional>
+
+#include "core/printable.h"
+#include "formats/pytorch/pytorch.h"
+
+namespace tensormorph::megatron {
+namespace {
+
+namespace fs = std::filesystem;
+using pytorch::PickleKind;
+using pytorch::PickleValue;
+
+constexpr std::string_view kLatestIteration = "latest_checkpointed_iteration.txt";
+constexpr std::string_view kModelPrefix = "model.";
+
+/// How a parallel layer's parameter is split across tensor-parallel ranks.
+enum class Role {
+  kColumn,      ///< output features split: dim 0 (weights and biases)
+  kGatedColumn, ///< a SwiGLU input projection: each rank holds its rows of the gate, then of the up half
+  kRow,         ///< input features split: dim 1 (weights)
+  kReplicated,  ///< every rank holds the whole tensor (norms, row-parallel biases, position embeddings)
+  kUnknown,     ///< not inferable from the name
+};
+
+std::vector<std::string_view> components(std::string_view name) {
+  std::vector<std::string_view> parts;
+  for (size_t begin = 0;;) {
+    const size_t dot = name.find('.', begin);
+    parts.push_back(name.substr(begin, dot == std::string_view::npos ? std::string_view::npos : dot - begin));
+    if (dot == std::string_view::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
+Role role_of(std::string_view name, bool swiglu) {
+  const auto parts = components(name);
+  const std::string_view leaf = parts.back();
+  const std::string_view module = parts.size() >= 2 ? parts[parts.size() - 2] : std::string_view();
+  const std::string_view parent = parts.size() >= 3 ? parts[parts.size() - 3] : std::string_view();
+  if (leaf.find("norm") != std::string_view::npos || module.find("norm") != std::string_view::npos) return Role::kReplicated;
+  const bool weight_or_bias = leaf == "weight" || leaf == "bias";
+  static constexpr std::array<std::string_view, 7> kColumn = {"query_key_value", "linear_qkv", "dense_h_to_4h", "linear_fc1",
+                                                               "word_embeddings", "output_layer", "lm_head"};
+  if (weight_or_bias && std::find(kColumn.begin(), kColumn.end(), module) != kColumn.end()) {
+    return swiglu && (module == "dense_h_to_4h" || module == "linear_fc1") ? Role::kGatedColumn : Role::kColumn;
+  }
+  const bool row_parallel = module == "linear_proj" || module == "dense_4h_to_h" || module == "linear_fc2" ||
+                            (module == "dense" && (parent == "self_attention" || parent == "attention"));
+  if (row_parallel && leaf == "weight") return Role::kRow;
+  if (row_parallel && leaf == "bias") return Role::kReplicated;
+  if (module == "position_embeddings" && leaf == "weight") return Role::kReplicated;
+  return Role::kUnknown;
+}
+
+std::string trim(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  size_t start = 0;
+  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  return text.substr(start);
+}
+
+/// The directory that holds the ranks: `directory` itself, or the iteration its
+/// latest_checkpointed_iteration.txt names ("release" or a number, as Megatron writes it).
+Result<fs::path> iteration_directory(const fs::path& directory) {
+  const fs::path latest = directory / kLatestIteration;
+  std::error_code ec;
+  if (!fs::is_regular_file(latest, ec)) return directory;
+  TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(latest));
+  if (size > 64) return Status::FormatError(latest.string() + ": " + std::to_string(size) + " bytes; expected an iteration number");
+  TM_ASSIGN_OR_RETURN(std::string text, read_file_range(latest, 0, size));
+  text = trim(std::move(text));
+  fs::path iteration;
+  if (text == "release") {
+    iteration = directory / "release";
+  } else if (!text.empty() && text.size() <= 18 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    char name[32];
+    std::snprintf(name, sizeof name, "iter_%07llu", static_cast<unsigned long long>(std::stoull(text)));
+    iteration = directory / name;
+  } else {
+    return Status::FormatError(latest.string() + ": holds " + quoted_name(text, 40) + "; expected an iteration number or 'release'");
+  }
+  if (!fs::is_directory(iteration, ec)) {
+    return Status::NotFound(latest.string() + ": names iteration " + quoted_name(text, 40) + ", but " + iteration.string() +
+                            " is not a directory");
+  }
+  return iteration;
+}
+
+/// Each rank's archive, rank 0 first.
+Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
+  std::map<uint32_t, fs::path> ranks;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !name.starts_with("mp_rank_")) continue;
+    const std::string digits = name.substr(std::string_view("mp_rank_").size());
+    if (digits.size() == 6 && digits[2] == '_') {
+      return Status::Unsupported(entry.path().string() + ": a pipeline-parallel stage (mp_rank_XX_YYY); sets with pipeline "
+                                 "parallelism are not assembled yet: open one rank's archive instead");
+    }
+    if (digits.empty() || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    fs::path archive;
+    for (const char* candidate : {"model_optim_rng.pt", "model_rng.pt"}) {
+      if (archive.empty() && fs::is_regular_file(entry.path() / candidate, ec)) archive = entry.path() / candidate;
+    }
+    if (archive.empty()) {
+      for (const auto& file : fs::directory_iterator(entry.path(), ec)) {
+        if (file.is_regular_file() && file.path().extension() == ".pt") {
+          if (!archive.empty()) return Status::InvalidArgument(entry.path().string() + ": holds several .pt archives; expected one per rank");
+          archive = file.path();
+        }
+      }
+    }
+    if (archive.empty()) return Status::NotFound(entry.path().string() + ": no model_optim_rng.pt (or other .pt archive) in this rank's directory");
+    ranks[static_cast<uint32_t>(std::stoul(digits))] = archive;
+  }
+  if (ec) return Status::IoError(directory.string() + ": cannot list directory: " + ec.message());
+  if (ranks.empty()) return Status::NotFound(directory.string() + ": no mp_rank_XX directories");
+  std::vector<fs::path> archives;
+  for (const auto& [rank, archive] : ranks) {
+    if (rank != archives.size()) {
+      return Status::FormatError(directory.string() + ": tensor-parallel rank " + std::to_string(archives.size()) +
+                                 " is missing (mp_rank_" + (archives.size() < 10 ? "0" : "") + std::to_string(archives.size()) +
+                                 "), yet rank " + std::to_string(rank) + " is there");
+    }
+    archives.push_back(archive);
+  }
+  return archives;
+}
+
+/// What the training arguments pickled beside the model say (Megatron's `args`, an argparse Namespace).
+struct TrainingArgs {
+  bool swiglu = false;
+  std::optional<int64_t> tensor_parallel_size;
+};
+
+TrainingArgs training_args(const pytorch::PickleTree& tree) {
+  TrainingArgs args;
+  const PickleValue* root = tree.root();
+  if (root == nullptr || root->kind != PickleKind::kDict) return args;
+  const auto get = [](const PickleValue* dict, std::string_view key) -> const PickleValue* {
+    if (dict == nullptr) return nullptr;
+    for (const auto& [k, v] : dict->entries) {
+      if (k->kind == PickleKind::kString && k->text == key) return v;
+    }
+    return nullptr;
+  };
+  const PickleValue* namespace_object = get(root, "args");
+  const PickleValue* fields = namespace_object != nullptr ? namespace_object->state : nullptr;
+  if (fields == nullptr || fields->kind != PickleKind::kDict) return args;
+  if (const PickleValue* v = get(fields, "swiglu"); v != nullptr && v->kind == PickleKind::kBool) args.swiglu = v->boolean;
+  if (const PickleValue* v = get(fields, "tensor_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
+    args.tensor_parallel_size = v->integer;
+  }
+  return args;
+}
+
+std::string rank_prefix(size_t rank) {
+  return std::string("mp_rank_") + (rank < 10 ? "0" : "") + std::to_string(rank) + "/";
+}
+
+/// The chunk of `part` (rank `rank`'s tensor) that starts at `start` rows of the global tensor,
+/// holding `rows` of the part's rows from row `first_row` (dimension 0) or all of it.
+TensorChunk chunk_of(const TensorInfo& part, uint32_t file, std::vector<uint64_t> start, uint64_t first_row, uint64_t rows) {
+  TensorChunk chunk;
+  chunk.start = std::move(start);
+  chunk.sizes = part.shape;
+  chunk.file = file;
+  chunk.strides = part.strides;
+  uint64_t row_elems = 1;
+  for (size_t d = 1; d < part.shape.size(); ++d) row_elems *= part.shape[d];
+  const uint64_t row_stride = part.strides.empty() ? row_elems : static_cast<uint64_t>(part.strides[0]);
+  const uint64_t skip = first_row * row_stride * dtype_info(part.dtype).block_bytes;
+  chunk.offset = part.offset + skip;
+  chunk.nbytes = part.nbytes - std::min(skip, part.nbytes);
+  if (!chunk.sizes.empty() && rows != 0) chunk.sizes[0] = rows;
+  return chunk;
+}
+
+}  // namespace
+
+bool is_tensor_parallel_directory(const fs::path& directory) {
+  std::error_code ec;
+  if (fs::is_regular_file(directory / kLatestIteration, ec)) return true;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    if (entry.is_directory() && entry.path().filename().string().starts_with("mp_rank_")) return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
+  TM_ASSIGN_OR_RETURN(const fs::path iteration, iteration_directory(directory));
+  TM_ASSIGN_OR_RETURN(const std::vector<fs::path> archives, rank_archives(iteration));
+  std::vector<std::unique_ptr<Checkpoint>> ranks;
+  std::vector<SourceFile> files;
+  for (const fs::path& archive : archives) {
+    TM_ASSIGN_OR_RETURN(auto rank, pytorch::open_file(archive));
+    files.push_back(rank->files()[0]);
+    ranks.push_back(std::move(rank));
+  }
+  TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(archives[0]));
+  const TrainingArgs args = training_args(tree);
+  const size_t n = ranks.size();
+  if (args.tensor_parallel_size && *args.tensor_parallel_size != static_cast<int64_t>(n)) {
+    return Status::FormatError(archives[0].string() + ": its args say tensor_model_parallel_size=" +
+                               std::to_string(*args.tensor_parallel_size) + ", but " + iteration.string() + " holds " +
+                               std::to_string(n) + " ranks");
+  }
+
+  std::vector<TensorInfo> tensors;
+  std::vector<std::string> notes;
+  std::vector<std::string> per_rank_names;
+  uint64_t assembled = 0;
+  const auto list_per_rank = [&](const std::string& name) {
+    for (size_t r = 0; r < n; ++r) {
+      if (const TensorInfo* t = ranks[r]->find(name)) {
+        TensorInfo copy = *t;
+        copy.name = rank_prefix(r) + name;
+        copy.file = static_cast<uint32_t>(r);
+        tensors.push_back(std::move(copy));
+      }
+    }
+  };
+  for (const TensorInfo& first : ranks[0]->tensors()) {
+    const std::string& name = first.name;
+    if (n == 1) {
+      tensors.push_back(first);
+      continue;
+    }
+    if (!name.starts_with(kModelPrefix)) {
+      list_per_rank(name);
+      continue;
+    }
+    std::vector<const TensorInfo*> parts;
+    for (size_t r = 0; r < n; ++r) parts.push_back(ranks[r]->find(name));
+    const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
+      return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
+    });
+    const Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
+    const size_t dim = role == Role::kRow ? 1 : 0;
+    const bool splittable = role != Role::kReplicated && role != Role::kUnknown;
+    const DTypeInfo& info = dtype_info(first.dtype);
+    if (!alike || role == Role::kUnknown || (splittable && (first.shape.size() <= dim || info.block_elems != 1)) ||
+        (role == Role::kGatedColumn && first.shape[0] % 2 != 0)) {
+      per_rank_names.push_back(name);
+      list_per_rank(name);
+      continue;
+    }
+    if (role == Role::kReplicated) {
+      tensors.push_back(first);
+      continue;
+    }
+    TensorInfo whole;
+    whole.name = name;
+    whole.dtype = first.dtype;
+    whole.shape = first.shape;
+    whole.shape[dim] *= n;
+    whole.file = 0;
+    whole.offset = first.offset;
+    TM_ASSIGN_OR_RETURN(whole.nbytes, dtype_storage_bytes(whole.dtype, whole.elements()));
+    for (size_t r = 0; r < n; ++r) {
+      const auto file = static_cast<uint32_t>(r);
+      std::vector<uint64_t> start(whole.shape.size(), 0);
+      if (role == Role::kGatedColumn) {
+        // Rank r holds [gate rows r*h .. (r+1)*h; up rows r*h .. (r+1)*h] of [gate; up].
+        const uint64_t half = first.shape[0] / 2;
+        start[0] = r * half;
+        whole.chunks.push_back(chunk_of(*parts[r], file, start, 0, half));
+        start[0] = n * half + r * half;
+        whole.chunks.push_back(chunk_of(*parts[r], file, start, half, half));
+      } else {
+        start[dim] = r * first.shape[dim];
+        whole.chunks.push_back(chunk_of(*parts[r], file, start, 0, 0));
+      }
+    }
+    assembled += 1;
+    tensors.push_back(std::move(whole));
+  }
+  if (!per_rank_names.empty()) {
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(per_rank_names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(per_rank_names[i]);
+    if (per_rank_names.size() > 5) list += " and " + std::to_string(per_rank_names.size() - 5) + " more";
+    notes.push_back("listed per rank (mp_rank_XX/<name>): the split of " + list +
+                    " cannot be inferred from its layer's name, or its parts differ in dtype or shape across ranks");
+  }
+  for (const std::string& note : ranks[0]->notes()) notes.push_back("mp_rank_00: " + note);
+  std::vector<FormatFact> facts = {
+      {"megatron.tensor_parallel_size", n, std::nullopt},
+      {"megatron.iteration_directory", iteration.filename().string(), std::nullopt},
+      {"megatron.swiglu", args.swiglu, std::nullopt},
+      {"megatron.tensors_assembled", assembled, std::nullopt},
+      {"megatron.tensors_per_rank", per_rank_names.size(), std::nullopt},
+  };
+  return std::make_unique<Checkpoint>(CheckpointFormat::kMegatron, directory, std::move(files), std::move(tensors),
+                                      std::vector<MetadataEntry>{}, std::move(notes), std::move(facts));
+}
+
+}  // namespace tensormorph::megatron

@@ -1,0 +1,136 @@
+// Megatron-LM tensor-parallel sets (tests/fixtures/megatron, written by
+// tests/fixtures/make_megatron_fixtures.py in Megatron's layout): every model tensor assembled by
+// its layer's role equals the full tensor the fixture was cut from, bit for bit; what cannot be
+// inferred is listed per rank; damaged sets fail naming the directory or file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tensormorph/open.h"
+#include "test_util.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(std::string_view name) { return fs::path(TM_SOURCE_DIR) / "tests/fixtures/megatron" / name; }
+
+std::string to_hex(std::span<const std::byte> bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (std::byte b : bytes) {
+    out += kDigits[static_cast<unsigned>(b) >> 4];
+    out += kDigits[static_cast<unsigned>(b) & 15];
+  }
+  return out;
+}
+
+/// A writable copy of the fixture set.
+fs::path copy_of_set(const testing::TempDir& temp) {
+  const fs::path to = temp / "tp2";
+  fs::copy(fixture("tp2"), to, fs::copy_options::recursive);
+  return to;
+}
+
+TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
+  auto opened = open_checkpoint(fixture("tp2"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  EXPECT_EQ(ckpt.format(), CheckpointFormat::kMegatron);
+  EXPECT_EQ(ckpt.files().size(), 2u);
+  std::ifstream in(fixture("tp2.expected.json"));
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = ckpt.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(std::string(dtype_name(t->dtype)), want.at("dtype").get<std::string>());
+    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
+    auto bytes = ckpt.tensor_bytes(*t);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
+  }
+  // Column- and row-parallel layers come in chunks, SwiGLU's input projection in two per rank;
+  // norms and row-parallel biases are rank 0's copy.
+  EXPECT_EQ(ckpt.find("model.decoder.layers.0.self_attention.linear_qkv.weight")->chunks.size(), 2u);
+  EXPECT_EQ(ckpt.find("model.decoder.layers.0.mlp.linear_fc1.weight")->chunks.size(), 4u);
+  EXPECT_TRUE(ckpt.find("model.decoder.final_layernorm.weight")->chunks.empty());
+  // A layer of no known role, and state outside the model, stay per rank, and a note says why.
+  for (const char* name : {"mp_rank_00/model.decoder.layers.0.mlp.mystery.weight",
+                           "mp_rank_01/model.decoder.layers.0.mlp.mystery.weight", "mp_rank_01/optimizer.state.0.exp_avg"}) {
+    EXPECT_NE(ckpt.find(name), nullptr) << name;
+  }
+  EXPECT_EQ(ckpt.find("model.decoder.layers.0.mlp.mystery.weight"), nullptr);
+  bool noted = false;
+  for (const std::string& note : ckpt.notes()) noted |= note.find("mystery.weight' cannot be inferred") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The iteration directory itself opens the same way.
+  auto direct = open_checkpoint(fixture("tp2/iter_0000010"));
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  EXPECT_EQ((*direct)->tensors().size(), ckpt.tensors().size());
+}
+
+TEST(Megatron, StatsReadTheAssembledTensors) {
+  testing::TempDir temp;
+  const fs::path set = copy_of_set(temp);
+  const testing::CliResult r = testing::run_cli({"stats", "--json", set.string(), "--tensor", "*linear_fc1.weight"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json stats = nlohmann::json::parse(r.out);
+  ASSERT_EQ(stats.at("tensors").size(), 1u);
+  EXPECT_EQ(stats.at("tensors")[0].at("count").get<uint64_t>(), 24u * 8u);
+  const testing::CliResult info = testing::run_cli({"info", set.string()});
+  EXPECT_NE(info.out.find("chunk at [12, 0] of [6, 8]: iter_0000010/mp_rank_00/model_optim_rng.pt"), std::string::npos) << info.out;
+}
+
+TEST(Megatron, DamagedSetsFailNamingWhatIsWrong) {
+  {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    fs::remove_all(set / "iter_0000010/mp_rank_00");
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.status().message().find("rank 0 is missing"), std::string::npos) << opened.status().to_string();
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    fs::remove_all(set / "iter_0000010/mp_rank_01");
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.status().message().find("tensor_model_parallel_size=2"), std::string::npos) << opened.status().to_string();
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    std::ofstream(set / "latest_checkpointed_iteration.txt") << "20\n";
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.status().message().find("iter_0000020"), std::string::npos) << opened.status().to_string();
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    fs::rename(set / "iter_0000010/mp_rank_01", set / "iter_0000010/mp_rank_00_001");
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.status().code(), StatusCode::kUnsupported) << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find("pipeline"), std::string::npos) << opened.status().to_string();
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    const fs::path archive = set / "iter_0000010/mp_rank_01/model_optim_rng.pt";
+    fs::resize_file(archive, fs::file_size(archive) / 2);
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.status().message().find("mp_rank_01/model_optim_rng.pt"), std::string::npos) << opened.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph
