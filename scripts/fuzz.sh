@@ -5,13 +5,13 @@
 # inputs to build/fuzz/artifacts/<target>.
 # Exits non-zero when any target reported a crash. Keep a crash input as a regression case by
 # copying it to fuzz/regressions/<target>/ together with the fix.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: gguf safetensors safetensors_index zip pickle
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: gguf safetensors safetensors_index zip pickle dcp
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(gguf safetensors safetensors_index zip pickle); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(gguf safetensors safetensors_index zip pickle dcp); fi
 
 build=build/fuzz
 if [ ! -f "$build/build.ninja" ]; then

@@ -585,15 +585,16 @@ ChannelPlan WebGpuBackend::channel_plan(const ops::ChannelStatsArgs& args, uint6
 Result<RunReport> WebGpuBackend::run_channel_stats(const ops::ChannelStatsArgs& args, uint64_t memory_budget) {
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
+  if (*ops::matrix_row_bytes(args.input.dtype, args.cols) + 8 > device_->max_binding_bytes() || args.rows > 0xffffffffu ||
+      args.cols > 0xffffffffu) {
+    return Status::Unimplemented("webgpu: channel statistics of rows longer than one binding (" +
+                                 std::to_string(device_->max_binding_bytes()) + " bytes)");
+  }
   const ChannelPlan plan = channel_plan(args, memory_budget);
   if (plan.band_rows == 0) {
     return Status::ResourceExhausted("webgpu: channel statistics of " + std::to_string(args.cols) +
                                      " columns need more working memory than the budget of " +
                                      std::to_string(memory_budget) + " bytes");
-  }
-  if (plan.row_bytes + 8 > device_->max_binding_bytes() || args.rows > 0xffffffffu || args.cols > 0xffffffffu) {
-    return Status::Unimplemented("webgpu: channel statistics of rows longer than one binding (" +
-                                 std::to_string(device_->max_binding_bytes()) + " bytes)");
   }
   TM_ASSIGN_OR_RETURN(api::ComputePipeline rows_pipeline, device_->pipeline("channel_rows_" + std::string(info.name),
                                                                             channel_rows_kernel(args.input.dtype)));
@@ -610,6 +611,11 @@ Result<RunReport> WebGpuBackend::run_channel_stats(const ops::ChannelStatsArgs& 
   p.cols = static_cast<uint32_t>(args.cols);
   p.default_nan = host_nan_.default_nan;
   p.propagate_nan = host_nan_.propagate ? 1u : 0u;
+  p.levels = plan.col_levels;  // the column kernel's tree (the row kernel's below)
+  p.slots = static_cast<uint32_t>(uint64_t{1} << plan.col_levels);
+  // The row kernel's tree: levels above the workgroup's 256 slots, and the slots of a row.
+  const auto row_levels = static_cast<uint32_t>(std::countr_zero(std::max<uint64_t>(1, row_slots / 256)));
+  const auto row_slot_count = static_cast<uint32_t>(std::min<uint64_t>(row_slots, 1u << 31));
   RunReport report;
   // An empty matrix still has its columns' records (and no rows): one band of no rows.
   for (uint64_t row0 = 0; row0 < args.rows || (row0 == 0 && args.rows == 0); row0 += plan.band_rows) {
@@ -620,11 +626,11 @@ Result<RunReport> WebGpuBackend::run_channel_stats(const ops::ChannelStatsArgs& 
     p.band_rows = static_cast<uint32_t>(band);
     p.last_band = row0 + band >= args.rows ? 1u : 0u;
     if (band > 0) {
-      p.levels = static_cast<uint32_t>(std::countr_zero(std::max<uint64_t>(1, row_slots / 256)));
-      p.slots = static_cast<uint32_t>(std::min<uint64_t>(row_slots, 1u << 31));
       TM_ASSIGN_OR_RETURN(DeviceBuffer row_records, scratch(1, band * kRecord));
       const uint64_t gx = std::min<uint64_t>(band, 65535);
       ChannelKernelParams rows_params = p;
+      rows_params.levels = row_levels;
+      rows_params.slots = row_slot_count;
       rows_params.rows = static_cast<uint32_t>(band);
       TM_RETURN_IF_ERROR(device_->dispatch(rows_pipeline, {input.first, Binding{row_records.handle, 0, band * kRecord}},
                                            &rows_params, sizeof rows_params, static_cast<uint32_t>(gx),
@@ -632,8 +638,6 @@ Result<RunReport> WebGpuBackend::run_channel_stats(const ops::ChannelStatsArgs& 
       TM_RETURN_IF_ERROR(deliver(args.rows_out, row0 * kRecord, row_records, band * kRecord));
     }
     if (args.cols > 0) {
-      p.levels = plan.col_levels;
-      p.slots = static_cast<uint32_t>(uint64_t{1} << plan.col_levels);
       const auto [gx, gy] = flat_groups(args.cols);
       TM_RETURN_IF_ERROR(device_->dispatch(cols_pipeline,
                                            {input.first, Binding{col_records.handle, 0, args.cols * kRecord},

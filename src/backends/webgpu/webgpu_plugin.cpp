@@ -249,10 +249,14 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       reason = std::string("webgpu does not implement ") + (q.op ? q.op : "(null)");
     } else if (!dtype) {
       reason = "unknown dtype id " + std::to_string(static_cast<int>(q.input_dtype));
-    } else if (!kernel_dtype_supported(*dtype) ||
-               (q.input_count > 1 && (!from_abi_dtype(q.input_dtypes[1]) || !kernel_dtype_supported(*from_abi_dtype(q.input_dtypes[1]))))) {
+    } else if (!kernel_dtype_supported(*dtype)) {
       reason = std::string("webgpu implements ") + q.op + " for " + kImplemented + " only, not " +
                std::string(dtype_name(*dtype));
+    } else if (const auto second = q.input_count > 1 ? from_abi_dtype(q.input_dtypes[1]) : dtype;
+               !second || !kernel_dtype_supported(*second)) {
+      reason = std::string("webgpu implements ") + q.op + " for " + kImplemented + " only, not " +
+               (second ? std::string(dtype_name(*second)) : "dtype id " + std::to_string(static_cast<int>(q.input_dtypes[1]))) +
+               " (the second input)";
     } else if (*kind == ops::CoreOp::kTileStats && q.shape_class != TM_SHAPE_MATRIX) {
       reason = "tm.tile_stats@1 takes a 2-D tensor (view a vector as [1, n])";
     } else if (*kind == ops::CoreOp::kChannelStats && q.shape_class != TM_SHAPE_MATRIX) {
