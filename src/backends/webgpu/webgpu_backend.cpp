@@ -270,6 +270,37 @@ Status WebGpuBackend::deliver(const ops::TensorArgument& output, uint64_t offset
   return device_->read(src, 0, static_cast<uint8_t*>(output.arg.host_out) + output.arg.byte_offset + offset, bytes);
 }
 
+Status WebGpuBackend::deliver_host(const ops::TensorArgument& output, uint64_t offset, const void* data, uint64_t bytes) {
+  if (output.arg.buffer != nullptr) {
+    TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* buffer, resident(output.arg));
+    return device_->write(buffer->device, output.arg.byte_offset + offset, data, bytes);
+  }
+  std::memcpy(static_cast<uint8_t*>(output.arg.host_out) + output.arg.byte_offset + offset, data, bytes);
+  return Status::Ok();
+}
+
+Result<std::vector<uint64_t>> WebGpuBackend::count_in_chunks(const ops::TensorArgument& input, uint64_t slots,
+                                                             const CountChunk& count_chunk, RunReport& report) {
+  const DTypeInfo& info = dtype_info(input.dtype);
+  TM_ASSIGN_OR_RETURN(DeviceBuffer counts_buffer, scratch(1, slots * 4));
+  std::vector<uint32_t> counts(slots, 0);
+  std::vector<uint64_t> totals(slots, 0);
+  const uint64_t blocks_per_chunk = std::max<uint64_t>(
+      1, std::min<uint64_t>(options_.chunk_bytes / info.block_bytes, (uint64_t{1} << 31) / info.block_elems));
+  const uint64_t total_blocks = input.elems / info.block_elems;
+  for (uint64_t block = 0; block < total_blocks; block += blocks_per_chunk) {
+    const uint64_t blocks = std::min(blocks_per_chunk, total_blocks - block);
+    std::fill(counts.begin(), counts.end(), 0u);
+    TM_RETURN_IF_ERROR(device_->write(counts_buffer, 0, counts.data(), slots * 4));
+    TM_ASSIGN_OR_RETURN(auto bound, bind_input(input, block * info.block_bytes, blocks * info.block_bytes, 0));
+    TM_RETURN_IF_ERROR(count_chunk(bound.first, bound.second, blocks * info.block_elems, Binding{counts_buffer.handle, 0, slots * 4}));
+    TM_RETURN_IF_ERROR(device_->read(counts_buffer, 0, counts.data(), slots * 4));
+    for (uint64_t s = 0; s < slots; ++s) totals[s] += counts[s];
+    report.bytes_read += blocks * info.block_bytes;
+  }
+  return totals;
+}
+
 Result<RunReport> WebGpuBackend::run_decode(const ops::DecodeArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
@@ -410,39 +441,18 @@ Result<RunReport> WebGpuBackend::run_radix_histogram(const ops::RadixHistogramAr
     p.prefixes[2 * r] = static_cast<uint32_t>(prefixes[r]);
     p.prefixes[2 * r + 1] = static_cast<uint32_t>(prefixes[r] >> 32);
   }
-  TM_ASSIGN_OR_RETURN(DeviceBuffer counts_buffer, scratch(1, slots * 4));
-  std::vector<uint32_t> counts(slots, 0);
-  std::vector<uint64_t> totals(slots, 0);
-  // Chunks of whole blocks under 2^31 elements, so no u32 counter overflows.
-  const uint64_t blocks_per_chunk = std::max<uint64_t>(
-      1, std::min<uint64_t>(options_.chunk_bytes / info.block_bytes, (uint64_t{1} << 31) / info.block_elems));
-  const uint64_t total_blocks = args.input.elems / info.block_elems;
   RunReport report;
-  for (uint64_t block = 0; block < total_blocks; block += blocks_per_chunk) {
-    const uint64_t blocks = std::min(blocks_per_chunk, total_blocks - block);
-    const uint64_t elems = blocks * info.block_elems;
-    std::fill(counts.begin(), counts.end(), 0u);
-    TM_RETURN_IF_ERROR(device_->write(counts_buffer, 0, counts.data(), slots * 4));
-    TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, block * info.block_bytes, blocks * info.block_bytes, 0));
-    p.base_byte = input.second;
-    p.count = static_cast<uint32_t>(elems);
-    const auto [gx, gy] = flat_groups(elems);
-    TM_RETURN_IF_ERROR(device_->dispatch(pipeline, {input.first, Binding{counts_buffer.handle, 0, slots * 4}}, &p,
-                                         sizeof p, gx, gy));
-    TM_RETURN_IF_ERROR(device_->read(counts_buffer, 0, counts.data(), slots * 4));
-    for (uint64_t s = 0; s < slots; ++s) totals[s] += counts[s];
-    report.bytes_read += blocks * info.block_bytes;
-  }
+  TM_ASSIGN_OR_RETURN(const std::vector<uint64_t> totals,
+                      count_in_chunks(args.input, slots, [&](const Binding& input, uint32_t base, uint64_t elems, const Binding& counts) {
+                        p.base_byte = base;
+                        p.count = static_cast<uint32_t>(elems);
+                        const auto [gx, gy] = flat_groups(elems);
+                        return device_->dispatch(pipeline, {input, counts}, &p, sizeof p, gx, gy);
+                      }, report));
   const std::pair<const ops::TensorArgument*, uint64_t> outputs[] = {{&args.counts, 0}, {&args.classes, counters}};
   for (const auto& [output, first] : outputs) {
-    const uint64_t bytes = output->arg.nbytes;
-    if (output->arg.buffer != nullptr) {
-      TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* out, resident(output->arg));
-      TM_RETURN_IF_ERROR(device_->write(out->device, output->arg.byte_offset, totals.data() + first, bytes));
-    } else {
-      std::memcpy(static_cast<uint8_t*>(output->arg.host_out) + output->arg.byte_offset, totals.data() + first, bytes);
-    }
-    report.bytes_written += bytes;
+    TM_RETURN_IF_ERROR(deliver_host(*output, 0, totals.data() + first, output->arg.nbytes));
+    report.bytes_written += output->arg.nbytes;
   }
   report.device_ns = seconds_since(start) * 1e9;
   return report;
@@ -534,13 +544,7 @@ Result<RunReport> WebGpuBackend::run_diff(const ops::DiffArgs& args, bool statis
       }
       const uint64_t record_bytes = chunks * sizeof(TM_DiffStats);
       const uint64_t at = chunk * sizeof(TM_DiffStats);
-      if (args.output.arg.buffer != nullptr) {
-        TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* resident_out, resident(args.output.arg));
-        TM_RETURN_IF_ERROR(device_->write(resident_out->device, args.output.arg.byte_offset + at, records.data(), record_bytes));
-      } else {
-        std::memcpy(static_cast<uint8_t*>(args.output.arg.host_out) + args.output.arg.byte_offset + at, records.data(),
-                    record_bytes);
-      }
+      TM_RETURN_IF_ERROR(deliver_host(args.output, at, records.data(), record_bytes));
       report.bytes_written += record_bytes;
     } else {
       const auto [gx, gy] = flat_groups(elems);
@@ -683,41 +687,22 @@ Result<RunReport> WebGpuBackend::run_histogram(const ops::HistogramArgs& args) {
   TM_ASSIGN_OR_RETURN(DeviceBuffer edge_buffer, scratch(2, edges.size() * 4));
   TM_RETURN_IF_ERROR(device_->write(edge_buffer, 0, edges.data(), edges.size() * 4));
   const uint64_t slots = args.bins + 3;
-  TM_ASSIGN_OR_RETURN(DeviceBuffer counts_buffer, scratch(1, slots * 4));
-  std::vector<uint64_t> totals(slots, 0);
-  std::vector<uint32_t> counts(slots, 0);
-  const uint64_t blocks_per_chunk = std::max<uint64_t>(
-      1, std::min<uint64_t>(options_.chunk_bytes / info.block_bytes, (uint64_t{1} << 31) / info.block_elems));
-  const uint64_t total_blocks = args.input.elems / info.block_elems;
   RunReport report;
-  for (uint64_t block = 0; block < total_blocks; block += blocks_per_chunk) {
-    const uint64_t blocks = std::min(blocks_per_chunk, total_blocks - block);
-    const uint64_t elems = blocks * info.block_elems;
-    std::fill(counts.begin(), counts.end(), 0u);
-    TM_RETURN_IF_ERROR(device_->write(counts_buffer, 0, counts.data(), slots * 4));
-    TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, block * info.block_bytes, blocks * info.block_bytes, 0));
-    ElementParams p{input.second,
-                    static_cast<uint32_t>(elems),
-                    host_nan_.default_nan,
-                    host_nan_.propagate ? 1u : 0u,
-                    static_cast<uint32_t>(args.bins),
-                    below_key,
-                    above_key,
-                    static_cast<uint32_t>(args.bins - 1)};
-    const auto [gx, gy] = flat_groups(elems);
-    TM_RETURN_IF_ERROR(device_->dispatch(
-        pipeline, {input.first, Binding{edge_buffer.handle, 0, edges.size() * 4}, Binding{counts_buffer.handle, 0, slots * 4}},
-        &p, sizeof p, gx, gy));
-    TM_RETURN_IF_ERROR(device_->read(counts_buffer, 0, counts.data(), slots * 4));
-    for (uint64_t s = 0; s < slots; ++s) totals[s] += counts[s];
-    report.bytes_read += blocks * info.block_bytes;
-  }
-  if (args.output.arg.buffer != nullptr) {
-    TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* out, resident(args.output.arg));
-    TM_RETURN_IF_ERROR(device_->write(out->device, args.output.arg.byte_offset, totals.data(), slots * 8));
-  } else {
-    std::memcpy(static_cast<uint8_t*>(args.output.arg.host_out) + args.output.arg.byte_offset, totals.data(), slots * 8);
-  }
+  TM_ASSIGN_OR_RETURN(const std::vector<uint64_t> totals,
+                      count_in_chunks(args.input, slots, [&](const Binding& input, uint32_t base, uint64_t elems, const Binding& counts) {
+                        ElementParams p{base,
+                                        static_cast<uint32_t>(elems),
+                                        host_nan_.default_nan,
+                                        host_nan_.propagate ? 1u : 0u,
+                                        static_cast<uint32_t>(args.bins),
+                                        below_key,
+                                        above_key,
+                                        static_cast<uint32_t>(args.bins - 1)};
+                        const auto [gx, gy] = flat_groups(elems);
+                        return device_->dispatch(pipeline, {input, Binding{edge_buffer.handle, 0, edges.size() * 4}, counts}, &p,
+                                                 sizeof p, gx, gy);
+                      }, report));
+  TM_RETURN_IF_ERROR(deliver_host(args.output, 0, totals.data(), slots * 8));
   report.bytes_written = slots * 8;
   report.device_ns = seconds_since(start) * 1e9;
   return report;
@@ -745,12 +730,7 @@ Result<RunReport> WebGpuBackend::run_render(const ops::RenderArgs& args) {
   TM_ASSIGN_OR_RETURN(RunReport run, run_tile_stats(blocks));
   std::vector<uint8_t> rgba(ops::kRenderTileBytes);
   TM_RETURN_IF_ERROR(ops::render_cell_grid(stats, blocks.grid, args.params, rgba));
-  if (args.output.arg.buffer != nullptr) {
-    TM_ASSIGN_OR_RETURN(const HostVisibleBuffer* out, resident(args.output.arg));
-    TM_RETURN_IF_ERROR(device_->write(out->device, args.output.arg.byte_offset, rgba.data(), rgba.size()));
-  } else {
-    std::memcpy(static_cast<uint8_t*>(args.output.arg.host_out) + args.output.arg.byte_offset, rgba.data(), rgba.size());
-  }
+  TM_RETURN_IF_ERROR(deliver_host(args.output, 0, rgba.data(), rgba.size()));
   run.bytes_written = ops::kRenderTileBytes;
   return run;
 }

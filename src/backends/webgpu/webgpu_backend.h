@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -109,6 +110,15 @@ class WebGpuBackend {
                                                   int scratch_slot);
   /// Delivers `bytes` of device results at `src` into the output argument at `offset`.
   Status deliver(const ops::TensorArgument& output, uint64_t offset, const DeviceBuffer& src, uint64_t bytes);
+  /// Writes host-side results (`bytes` at `data`) to `output` at `offset`, resident or host.
+  Status deliver_host(const ops::TensorArgument& output, uint64_t offset, const void* data, uint64_t bytes);
+  /// Dispatches one chunk of a counting kernel: its input binding, the input's first byte within it,
+  /// its elements, and the binding of its u32 counters (zeroed).
+  using CountChunk = std::function<Status(const Binding& input, uint32_t base_byte, uint64_t elems, const Binding& counts)>;
+  /// `slots` counters over all of `input`, added up in 64 bits across chunks of whole blocks under
+  /// 2^31 elements (so no u32 counter overflows), each run by `count_chunk`.
+  Result<std::vector<uint64_t>> count_in_chunks(const ops::TensorArgument& input, uint64_t slots,
+                                                const CountChunk& count_chunk, RunReport& report);
   Result<const HostVisibleBuffer*> resident(const TM_TensorArg& arg);
   /// Puts `bytes` of a side of a comparison, `offset` bytes into it, into `staging` at byte `at`
   /// (a multiple of 4); returns how far into its first word the data starts.
