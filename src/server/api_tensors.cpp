@@ -39,7 +39,7 @@ json tensor_json(size_t index, const TensorInfo& t, const std::string& file_name
   const engine::MatrixShape m = engine::as_matrix(t);
   json j(json::value_t::object);
   auto& o = j.get_ref<json::object_t&>();
-  o.reserve(17);
+  o.reserve(18);
   o.emplace("index", index);
   o.emplace("name", t.name);
   o.emplace("dtype", dtype_name(t.dtype));
@@ -51,6 +51,7 @@ json tensor_json(size_t index, const TensorInfo& t, const std::string& file_name
   o.emplace("file", t.file);
   o.emplace("file_name", file_name);
   o.emplace("offset", t.offset);
+  o.emplace("chunks", t.chunks.size());  // 0: stored whole; else the shards gathered on first read
   o.emplace("stack", place.stack);
   o.emplace("block", place.block ? json(*place.block) : json(nullptr));
   o.emplace("role", place.role);

@@ -171,7 +171,7 @@ export function TensorView() {
         <h2 id="title" title={name}><Dotted name={name} />{opening && <span class="dim"> · opening…</span>}</h2>
         <div class="facts-line">
           <span class="badge dtype">{info.dtype}</span> <span>{shapeText(info.shape)}</span>
-          <span class="dim"> · {count(info.elements)} elements · {bytes(info.bytes)} · {info.file_name} @ byte {count(info.offset)}</span>
+          <span class="dim"> · {count(info.elements)} elements · {bytes(info.bytes)} · {info.chunks ? `${info.chunks} chunks, the first in ${info.file_name} @ byte ${count(info.offset)}` : `${info.file_name} @ byte ${count(info.offset)}`}</span>
           {bad > 0 && <span class="badge bad"> {bad} NaN/Inf</span>}
         </div>
         {info.view.folded && <div class="note" id="view-rule">Shown as {info.view.rows} × {info.view.cols}: {info.view.rule}. The read-out gives the tensor's own coordinates.</div>}
