@@ -98,6 +98,38 @@ TEST(Dcp, TwoProcessShardsOnEitherDimensionAssembleToTheirConsolidatedTwin) {
   EXPECT_FALSE(dcp::is_dcp_directory(testing::testdata_dir() / "dcp"));
 }
 
+TEST(Dcp, AGatheredTensorLastsAsLongAsItsReaders) {
+  auto opened = open_checkpoint(dcp_data("dcp_2rank"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& checkpoint = **opened;
+  const TensorInfo* sharded = checkpoint.find("model.embed.weight");
+  ASSERT_NE(sharded, nullptr);
+  ASSERT_EQ(sharded->chunks.size(), 2u);
+  auto first = checkpoint.storage(*sharded);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto second = checkpoint.storage(*sharded);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(first->map.get(), second->map.get());  // gathered once while in use
+  std::weak_ptr<const MappedFile> gathered = first->map;
+  first = Status::Internal("dropped");
+  second = Status::Internal("dropped");
+  EXPECT_FALSE(gathered.expired());  // the last two gathered are kept for a while
+  for (const char* other : {"model.layers.0.attn.q.weight", "model.layers.0.mlp.up.weight"}) {
+    ASSERT_TRUE(checkpoint.storage(*checkpoint.find(other)).ok());
+  }
+  EXPECT_TRUE(gathered.expired());  // and let go once two more were gathered
+  // A span has no owner, so tensor_bytes keeps the gathered tensor for the checkpoint's life.
+  ASSERT_TRUE(checkpoint.tensor_bytes(*sharded).ok());
+  auto again = checkpoint.storage(*sharded);
+  ASSERT_TRUE(again.ok());
+  gathered = again->map;
+  again = Status::Internal("dropped");
+  for (const char* other : {"model.layers.0.attn.q.weight", "model.layers.0.mlp.up.weight"}) {
+    ASSERT_TRUE(checkpoint.storage(*checkpoint.find(other)).ok());
+  }
+  EXPECT_FALSE(gathered.expired());
+}
+
 TEST(Dcp, EveryCommandSeesTheWholeTensors) {
   // stats (through the index), export and info read a sharded checkpoint as its consolidated twin.
   testing::TempDir temp;

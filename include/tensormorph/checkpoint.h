@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -117,10 +118,12 @@ class Checkpoint {
   std::span<const std::string> notes() const { return notes_; }
 
   /// The stored bytes of `tensor`, mapping its file on first use. Fails when the file changed size.
+  /// A tensor stored in chunks is gathered and then kept while the checkpoint is open (prefer
+  /// storage(), which lets it go with its last user).
   Result<std::span<const std::byte>> tensor_bytes(const TensorInfo& tensor) const;
   /// The mapping that holds `tensor`'s bytes: its file's, or, for a tensor stored in chunks, an
-  /// anonymous in-memory file its chunks were gathered into on first use and kept while the
-  /// checkpoint is open.
+  /// anonymous in-memory file its chunks are gathered into, shared while anyone holds it (and
+  /// kept for the last two gathered).
   Result<TensorStorage> storage(const TensorInfo& tensor) const;
   /// Decodes the whole tensor to float32 in row-major order (gathers strided views).
   Result<std::vector<float>> decode_f32(const TensorInfo& tensor) const;
@@ -142,8 +145,11 @@ class Checkpoint {
   std::vector<FormatFact> facts_;
   mutable std::mutex map_mutex_;
   mutable std::vector<std::shared_ptr<const MappedFile>> maps_;
-  mutable std::mutex gather_mutex_;  // held while gathering, so a tensor is gathered once
-  mutable std::unordered_map<std::string, std::shared_ptr<const MappedFile>> gathered_;  // by tensor name
+  mutable std::mutex gather_mutex_;  // held while gathering, so concurrent readers gather once
+  mutable std::unordered_map<std::string, std::weak_ptr<const MappedFile>> gathered_;  // by tensor name
+  mutable std::unordered_map<std::string, std::shared_ptr<const MappedFile>> pinned_;  // handed out as spans
+  static constexpr size_t kRecentGathered = 2;
+  mutable std::deque<std::shared_ptr<const MappedFile>> recent_;  // the last gathered, kept without readers
 };
 
 /// Stored size per element of a set of tensors.

@@ -167,24 +167,33 @@ Result<TensorStorage> Checkpoint::storage(const TensorInfo& tensor) const {
     return TensorStorage{std::move(map), tensor.offset};
   }
   std::lock_guard lock(gather_mutex_);
-  auto& gathered = gathered_[tensor.name];
-  if (!gathered) {
-    const std::filesystem::path label = path_.string() + " (tensor '" + tensor.name + "', gathered from " +
-                                        std::to_string(tensor.chunks.size()) + " chunks)";
-    TM_ASSIGN_OR_RETURN(gathered, MappedFile::in_memory(label, tensor.nbytes, [&](std::span<std::byte> out) {
-                          return gather_chunks(tensor, out);
-                        }));
-  }
-  return TensorStorage{gathered, 0};
+  std::weak_ptr<const MappedFile>& cached = gathered_[tensor.name];
+  if (auto alive = cached.lock()) return TensorStorage{std::move(alive), 0};
+  const std::filesystem::path label = path_.string() + " (tensor '" + tensor.name + "', gathered from " +
+                                      std::to_string(tensor.chunks.size()) + " chunks)";
+  TM_ASSIGN_OR_RETURN(auto gathered, MappedFile::in_memory(label, tensor.nbytes, [&](std::span<std::byte> out) {
+                        return gather_chunks(tensor, out);
+                      }));
+  cached = gathered;
+  // The last few stay gathered without a reader: a viewer asks for one tensor's tiles many times.
+  recent_.push_back(gathered);
+  if (recent_.size() > kRecentGathered) recent_.pop_front();
+  return TensorStorage{std::move(gathered), 0};
 }
 
 Result<std::span<const std::byte>> Checkpoint::tensor_bytes(const TensorInfo& tensor) const {
   TM_ASSIGN_OR_RETURN(TensorStorage stored, storage(tensor));
+  if (!tensor.chunks.empty()) {
+    // A span has no owner: the gathered tensor stays for the checkpoint's life.
+    std::lock_guard lock(gather_mutex_);
+    pinned_.try_emplace(tensor.name, stored.map);
+  }
   return stored.map->bytes().subspan(stored.offset, tensor.nbytes);
 }
 
 Result<std::vector<float>> Checkpoint::decode_f32(const TensorInfo& tensor) const {
-  TM_ASSIGN_OR_RETURN(auto bytes, tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(TensorStorage stored, storage(tensor));
+  const auto bytes = stored.map->bytes().subspan(stored.offset, tensor.nbytes);
   const uint64_t count = tensor.elements();
   std::vector<float> out(count);
   auto context = [&] { return files_[tensor.file].path.string() + ": tensor '" + tensor.name + "'"; };

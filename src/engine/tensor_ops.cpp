@@ -62,14 +62,13 @@ Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint
                                                     uint32_t tile) {
   if (tensor.elements() == 0 || !tensor.contiguous()) return std::optional<ReadExtent>();
   const MatrixShape m = as_matrix(tensor);
-  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(TensorStorage storage, checkpoint.storage(tensor));
   TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
   TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
-  if (stored.size() < need) {
+  if (tensor.nbytes < need) {
     return Status::FormatError(checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name) +
                                " at offset " + std::to_string(tensor.offset) + ": storage shorter than its shape");
   }
-  TM_ASSIGN_OR_RETURN(TensorStorage storage, checkpoint.storage(tensor));
   return std::optional<ReadExtent>(ReadExtent{std::move(storage.map), storage.offset, need,
                                               rows_per_band(row_bytes, tile) * row_bytes,
                                               "tensor " + quoted_name(tensor.name)});
@@ -278,7 +277,9 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
            std::to_string(tensor.offset);
   };
   if (row_begin > row_end || row_end > m.rows) return Status::InvalidArgument(where() + ": rows out of range");
-  TM_ASSIGN_OR_RETURN(auto stored, checkpoint.tensor_bytes(tensor));
+  TM_ASSIGN_OR_RETURN(TensorStorage held, checkpoint.storage(tensor));
+  const auto stored = held.map->bytes().subspan(held.offset, tensor.nbytes);
+  out.keep = std::move(held.map);
   TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
   TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
   if (tensor.contiguous()) {

@@ -27,6 +27,7 @@ inline constexpr uint32_t kDefaultTile = 256;
 struct MatrixRows {
   std::span<const std::byte> bytes;
   std::vector<std::byte> owned;
+  std::shared_ptr<const MappedFile> keep;  ///< the mapping `bytes` points into, kept alive with them
 };
 
 /// Rows [row_begin, row_end) of `tensor`'s matrix; FORMAT_ERROR naming the file, tensor and offset
