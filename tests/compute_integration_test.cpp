@@ -122,6 +122,49 @@ TEST_F(MixedCheckpoint, OpenClTileStatsEqualCpuBitForBit) {
   }
 }
 
+// One operation split between the CPU backend and the OpenCL plugin at once (both compute on this
+// machine's cores, which the default policy keeps apart: the test lets them share) equals the CPU
+// alone bit for bit, with a record per part and one for the merge.
+TEST_F(MixedCheckpoint, OperationsSplitAcrossCpuAndOpenClEqualTheCpuAloneBitForBit) {
+  REQUIRE_OPENCL_PLUGIN();
+  auto split = open_session("only=cpu+opencl");
+  ASSERT_NE(find_backend(*split, "opencl"), nullptr) << "no OpenCL device (is pocl-opencl-icd installed?)";
+  split->scheduler().set_split_policy(
+      {.enabled = true, .min_share = 0, .min_whole_ns = 0, .min_gain = -1e9, .share_host_cores = true});
+  auto on_cpu = open_session("only=cpu");
+  for (const char* name : {"w.f32", "w.f16"}) {
+    for (uint32_t tile : {8u, 64u}) {
+      engine::Records records;
+      auto a = engine::tensor_tile_stats(split->scheduler(), *ckpt_, *ckpt_->find(name), tile, &records);
+      auto b = engine::tensor_tile_stats(on_cpu->scheduler(), *ckpt_, *ckpt_->find(name), tile);
+      ASSERT_TRUE(a.ok()) << a.status().to_string();
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      ASSERT_EQ(a->tiles.size(), b->tiles.size());
+      EXPECT_EQ(0, std::memcmp(a->tiles.data(), b->tiles.data(), a->tiles.size() * sizeof(TM_TileStats)))
+          << name << " tile " << tile;
+      ASSERT_GE(records.size(), 3u);
+      const auto& merge = records.back();
+      EXPECT_TRUE(merge.is_merge()) << merge.to_json().dump();
+      bool on_both[2] = {false, false};
+      for (size_t i = 0; i + 1 < records.size(); ++i) {
+        EXPECT_EQ(records[i].split_group, merge.split_group);
+        on_both[records[i].backend.rfind("opencl", 0) == 0 ? 1 : 0] = true;
+      }
+      EXPECT_TRUE(on_both[0] && on_both[1]) << merge.reason_detail;
+    }
+  }
+  // Decoding splits by runs of 65536 elements (156000 elements: three parts' worth).
+  auto a = engine::decode_tensor(split->scheduler(), *ckpt_, *ckpt_->find("w.f16"));
+  auto b = engine::decode_tensor(on_cpu->scheduler(), *ckpt_, *ckpt_->find("w.f16"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * sizeof(float)));
+  // With the default policy the two never share an operation: both run on the host's cores.
+  split->scheduler().set_split_policy({});
+  engine::Records records;
+  ASSERT_TRUE(engine::tensor_tile_stats(split->scheduler(), *ckpt_, *ckpt_->find("w.f32"), 8, &records).ok());
+  for (const auto& r : records) EXPECT_EQ(r.split_group, 0u) << r.to_json().dump();
+}
+
 TEST_F(MixedCheckpoint, Q8DecodeOnOpenClEqualsCpu) {
   REQUIRE_OPENCL_PLUGIN();
   // Decode through the scheduler directly: a Q8_0 buffer as a tm.decode@1 request.

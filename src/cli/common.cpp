@@ -128,8 +128,10 @@ void print_placements(std::ostream& out, const engine::Records& records) {
                 "operation", "dtype", "backend", "exactness", "est ms", "meas ms", "bytes moved", "why");
   out << line;
   for (const auto& r : records) {
+    // The parts of an operation split across backends are indented above their merge.
+    const std::string op = (r.split_group != 0 && !r.is_merge() ? "  " : "") + r.op;
     std::snprintf(line, sizeof line, "  %s%-16s %-8s %-10s %-10s %10.3f %10.3f %12llu  %s: %s\n",
-                  tensor_cell(printable(r.tensor, kMaxTensor)).c_str(), r.op.c_str(), r.dtype.c_str(),
+                  tensor_cell(printable(r.tensor, kMaxTensor)).c_str(), op.c_str(), r.dtype.c_str(),
                   r.backend.c_str(), r.exactness.c_str(), r.estimated_ns / 1e6, r.measured_ns / 1e6,
                   static_cast<unsigned long long>(r.bytes_moved), compute::placement_reason_name(r.reason),
                   r.reason_detail.c_str());

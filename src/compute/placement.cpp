@@ -9,6 +9,7 @@ const char* placement_reason_name(PlacementReason reason) {
     case PlacementReason::kFallback: return "fallback";
     case PlacementReason::kConsented: return "consented";
     case PlacementReason::kPreferredUnavailable: return "preferred-unavailable";
+    case PlacementReason::kSplit: return "split";
   }
   return "unknown";
 }
@@ -34,6 +35,10 @@ nlohmann::ordered_json PlacementRecord::to_json() const {
     nlohmann::ordered_json cj = {{"backend", c.backend}, {"verdict", c.verdict}};
     if (c.estimated_ns >= 0) cj["estimated_ms"] = c.estimated_ns / 1e6;
     j["candidates"].push_back(std::move(cj));
+  }
+  if (split_group != 0) {
+    j["split_group"] = split_group;
+    j["split_part"] = split_part;
   }
   return j;
 }
@@ -69,8 +74,10 @@ nlohmann::ordered_json PlacementSummary::to_json() const {
 uint64_t PlacementLog::append(PlacementRecord record) {
   std::lock_guard lock(mutex_);
   record.sequence = next_++;
-  count(summary_.total, record);
-  count(summary_.by_backend[record.backend], record);
+  if (!record.is_merge()) {  // the parts are the backends' work; the merge is the host's bookkeeping
+    count(summary_.total, record);
+    count(summary_.by_backend[record.backend], record);
+  }
   if (record.reason == PlacementReason::kConsented) {
     PlacementRecord kept = record;
     kept.candidates.clear();  // the summary says what ran, not how it was chosen
@@ -91,6 +98,11 @@ std::vector<PlacementRecord> PlacementLog::recent(size_t n) const {
 PlacementSummary PlacementLog::summary() const {
   std::lock_guard lock(mutex_);
   return summary_;
+}
+
+uint64_t PlacementLog::next_split_group() {
+  std::lock_guard lock(mutex_);
+  return next_group_++;
 }
 
 std::vector<PlacementRecord> PlacementLog::since(uint64_t after) const {

@@ -19,9 +19,10 @@ enum class PlacementReason {
   kFallback,    ///< an earlier choice failed (UNIMPLEMENTED / RESOURCE_EXHAUSTED / DEVICE_LOST)
   kConsented,   ///< an approximate rung the caller consented to
   kPreferredUnavailable,  ///< a preference was set, but no preferred backend could serve it (the detail says why)
+  kSplit,       ///< one part of an operation split across backends, or the merge of its parts
 };
 
-/// "cheapest", "preferred", "fallback", "consented", "preferred-unavailable".
+/// "cheapest", "preferred", "fallback", "consented", "preferred-unavailable", "split".
 const char* placement_reason_name(PlacementReason reason);
 
 /// How one candidate fared during placement.
@@ -49,6 +50,13 @@ struct PlacementRecord {
   std::string exactness;      ///< "bitwise", "bounded", "approximate"
   double error_bound = 0;
   std::vector<CandidateVerdict> candidates;
+  /// Of an operation split across backends: an id shared by its parts and its merge (0: not split).
+  uint64_t split_group = 0;
+  /// Of a split operation: "part 1/3: granules [0, 40) of 128" for a part, "merge" for the merge.
+  std::string split_part;
+
+  /// True for the record of a split operation's merge (its parts hold the backends' work).
+  bool is_merge() const { return split_group != 0 && split_part == "merge"; }
 
   /// JSON form (schema tensormorph.placement/1).
   nlohmann::ordered_json to_json() const;
@@ -84,6 +92,8 @@ class PlacementLog {
   uint64_t append(PlacementRecord record);
   /// The most recent `n` records, oldest first.
   std::vector<PlacementRecord> recent(size_t n) const;
+  /// A new id for the records of one split operation.
+  uint64_t next_split_group();
   /// Records with sequence > `after`.
   std::vector<PlacementRecord> since(uint64_t after) const;
   /// The running totals.
@@ -94,6 +104,7 @@ class PlacementLog {
   std::deque<PlacementRecord> records_;
   size_t capacity_;
   uint64_t next_ = 1;
+  uint64_t next_group_ = 1;
   PlacementSummary summary_;
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <thread>
 
 #include "core/dtype_abi.h"
 
@@ -141,6 +142,12 @@ uint64_t output_bytes(const OpRequest& r) {
 }
 
 }  // namespace
+
+void Placement::take_records(std::vector<PlacementRecord>& out) {
+  for (auto& part : parts) out.push_back(std::move(part));
+  parts.clear();
+  out.push_back(std::move(record));
+}
 
 const char* exactness_name(TM_Exactness exactness) {
   switch (exactness) {
@@ -383,7 +390,10 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
     // The host owns residency: copy inputs in (or reuse a cached copy) before execution.
     for (size_t i = 0; i < request.inputs.size(); ++i) {
       const InputTensor& in = request.inputs[i];
+      // A part of a split operation reads a resident copy of the whole in place, at its offset.
+      const bool part_of_whole = in.residency_whole_bytes != 0;
       TM_Buffer* buffer = in.residency_key ? residency_.find(in.residency_key, backend) : nullptr;
+      abi.inputs[i].byte_offset = buffer != nullptr && part_of_whole ? in.residency_offset : 0;
       if (buffer == nullptr) {
         auto allocated = backend.allocate(in.bytes.size());
         if (!allocated.ok()) {
@@ -398,7 +408,8 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
           return written;
         }
         bytes_moved += in.bytes.size();
-        if (in.residency_key == 0 || !residency_.insert(in.residency_key, backend, buffer, in.bytes.size())) {
+        if (part_of_whole || in.residency_key == 0 ||
+            !residency_.insert(in.residency_key, backend, buffer, in.bytes.size())) {
           temporary.push_back(buffer);
         }
       }
@@ -471,15 +482,38 @@ Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
   return out;
 }
 
-Result<Placement> Scheduler::run(const OpRequest& original) {
+Result<Placement> Scheduler::run(const OpRequest& original) { return place(original, {}, true); }
+
+PlacementRecord Scheduler::record_of(const Candidate& chosen, const OpRequest& request, const std::string& op,
+                                     const TM_ExecutionReport& report, double measured_ns, uint64_t bytes_moved,
+                                     const std::vector<CandidateVerdict>& verdicts) const {
+  PlacementRecord record;
+  record.op = op;
+  record.tensor = request.subject;
+  record.dtype = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
+  record.shape = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
+  record.backend = chosen.backend->name();
+  record.estimated_ns = chosen.total_ns;
+  record.measured_ns = measured_ns;
+  record.bytes_moved = bytes_moved;
+  record.bytes_read = report.bytes_read;
+  record.bytes_written = report.bytes_written;
+  record.exactness = exactness_name(report.exactness);
+  record.error_bound = report.error_bound;
+  record.candidates = verdicts;
+  return record;
+}
+
+Result<Placement> Scheduler::place(const OpRequest& original, std::vector<const Backend*> failed, bool may_split,
+                                   uint64_t split_group, const std::string& split_part) {
   OpRequest request = original;  // data-dependent outputs may grow
   if (registry_.find(request.op) == nullptr) {
     return Status::InvalidArgument("unknown operation '" + request.op + "'");
   }
   const std::string dtype_label = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
   const std::string shape_label = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
-  std::vector<const Backend*> failed;
   std::string fallback_note;
+  if (!failed.empty()) fallback_note = split_part;  // a split's part placed again: its label says why
   std::vector<CandidateVerdict> verdicts;
   Obstacles obstacles;
 
@@ -532,6 +566,13 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
       return p;
     }
 
+    // Several backends can: one operation may run in parts on them at once, when its definition
+    // says how to cut and merge it and the model says the parts finish sooner together.
+    if (may_split && !consented && forced == nullptr && failed.empty() && exact.size() >= 2) {
+      TM_ASSIGN_OR_RETURN(auto split, run_split(request, exact, verdicts));
+      if (split) return std::move(*split);
+    }
+
     // Preferences pick among eligible backends; otherwise the cheapest wins. Ties keep backend order.
     const Constraints constraints = this->constraints();
     bool by_preference = false;
@@ -565,20 +606,9 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
       cost_model_.observe(chosen.backend->name(), op, chosen.estimate.compute_ns,
                           report->device_ns > 0 ? report->device_ns : measured_ns - chosen.transfer_ns);
     }
-    PlacementRecord record;
-    record.op = op;
-    record.tensor = request.subject;
-    record.dtype = dtype_label;
-    record.shape = shape_label;
-    record.backend = chosen.backend->name();
-    record.estimated_ns = chosen.total_ns;
-    record.measured_ns = measured_ns;
-    record.bytes_moved = bytes_moved;
-    record.bytes_read = report->bytes_read;
-    record.bytes_written = report->bytes_written;
-    record.exactness = exactness_name(report->exactness);
-    record.error_bound = report->error_bound;
-    record.candidates = verdicts;
+    PlacementRecord record = record_of(chosen, request, op, *report, measured_ns, bytes_moved, verdicts);
+    record.split_group = split_group;
+    record.split_part = split_part;
     if (consented) {
       record.reason = PlacementReason::kConsented;
       record.reason_detail = fallback_note;
@@ -625,6 +655,181 @@ Result<Placement> Scheduler::run(const OpRequest& original) {
     }
     return p;
   }
+}
+
+void Scheduler::set_split_policy(SplitPolicy policy) {
+  std::lock_guard lock(options_mutex_);
+  options_.split = policy;
+}
+
+Result<std::optional<Placement>> Scheduler::run_split(const OpRequest& request, const std::vector<Candidate>& exact,
+                                                      const std::vector<CandidateVerdict>& verdicts) {
+  const OpDefinition* definition = registry_.find(request.op);
+  if (definition == nullptr || !definition->split.splittable()) return std::optional<Placement>();
+  for (const auto& out : request.outputs) {
+    if (out.growable != nullptr) return std::optional<Placement>();
+  }
+  SplitPolicy policy;
+  {
+    std::lock_guard lock(options_mutex_);
+    policy = options_.split;
+  }
+  const ops::SplitRule& rule = definition->split;
+  const ops::SplitInstance whole = split_instance_of(request);
+  TM_ASSIGN_OR_RETURN(const uint64_t granules, rule.granules(whole));
+  // A preference narrows the split to the preferred backends, as it narrows a single choice.
+  const Constraints constraints = this->constraints();
+  const bool any_preferred = std::any_of(exact.begin(), exact.end(), [&](const Candidate& c) {
+    return named_in(c.backend->name(), constraints.prefer);
+  });
+  std::vector<SplitOption> options;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    if (!any_preferred || named_in(exact[i].backend->name(), constraints.prefer)) {
+      options.push_back({i, exact[i].total_ns, exact[i].backend->traits().runs_on_host_cores != 0});
+    }
+  }
+  const SplitPlan plan = plan_split(options, granules, policy);
+  if (plan.shares.empty()) return std::optional<Placement>();
+
+  // The parts, in granule order: one per share, or one per granule when a part is one granule.
+  struct Part {
+    size_t share = 0;
+    uint64_t begin = 0, end = 0;
+    std::string label;
+    OpRequest request;
+    std::vector<std::vector<std::byte>> scratch;
+    Result<PlacementRecord> record = Status::Internal("not run");
+  };
+  std::vector<Part> parts;
+  for (size_t s = 0; s < plan.shares.size(); ++s) {
+    const SplitShare& share = plan.shares[s];
+    if (rule.parts_span_granules) {
+      parts.push_back({s, share.begin, share.end});
+    } else {
+      for (uint64_t g = share.begin; g < share.end; ++g) parts.push_back({s, g, g + 1});
+    }
+  }
+  const uint64_t group = log_.next_split_group();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Part& part = parts[k];
+    TM_ASSIGN_OR_RETURN(const ops::PartInstance cut, rule.part(whole, part.begin, part.end));
+    part.request = part_request(request, cut, part.scratch);
+    part.label = "part " + std::to_string(k + 1) + "/" + std::to_string(parts.size()) + ": granules [" +
+                 std::to_string(part.begin) + ", " + std::to_string(part.end) + ") of " + std::to_string(granules);
+  }
+
+  // Each share's parts run in order on a thread of their own; the first share's on this thread.
+  const auto start = std::chrono::steady_clock::now();
+  const auto run_share = [&](size_t s) {
+    const Backend& backend = *exact[plan.shares[s].candidate].backend;
+    for (Part& part : parts) {
+      if (part.share == s) part.record = run_part(part.request, backend, group, part.label);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t s = 1; s < plan.shares.size(); ++s) threads.emplace_back(run_share, s);
+  run_share(0);
+  for (auto& t : threads) t.join();
+  for (const Part& part : parts) {
+    if (!part.record.ok()) return part.record.status().with_context(request.op + " " + part.label);
+  }
+
+  std::vector<ops::PartResult> results;
+  for (const Part& part : parts) {
+    ops::PartResult r{part.begin, part.end, {}};
+    for (const auto& s : part.scratch) r.scratch.emplace_back(s);
+    results.push_back(std::move(r));
+  }
+  std::vector<std::span<std::byte>> outputs;
+  for (const auto& out : request.outputs) outputs.push_back(out.bytes);
+  TM_RETURN_IF_ERROR(rule.merge(whole, results, outputs).with_context(request.op + " merge"));
+  const double measured_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+
+  PlacementRecord merge;
+  merge.op = request.op;
+  merge.tensor = request.subject;
+  merge.dtype = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
+  merge.shape = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
+  merge.reason = PlacementReason::kSplit;
+  merge.estimated_ns = plan.estimated_ns;
+  merge.measured_ns = measured_ns;
+  merge.exactness = exactness_name(TM_EXACT_BITWISE);
+  std::string shares;
+  for (const SplitShare& share : plan.shares) {
+    const std::string& name = exact[share.candidate].backend->name();
+    merge.backend += (merge.backend.empty() ? "" : "+") + name;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s granules [%llu, %llu) %s", name.c_str(),
+                  static_cast<unsigned long long>(share.begin), static_cast<unsigned long long>(share.end),
+                  milliseconds(share.estimated_ns).c_str());
+    shares += (shares.empty() ? "" : ", ") + std::string(line);
+  }
+  merge.reason_detail = std::to_string(parts.size()) + " parts at once (" + shares + "), modelled " +
+                        milliseconds(plan.estimated_ns) + " vs " + milliseconds(plan.best_whole_ns) +
+                        " on the best one alone; merge: " + rule.merge_rule;
+  Placement p;
+  p.executed = true;
+  for (Part& part : parts) {
+    PlacementRecord& r = *part.record;
+    merge.bytes_moved += r.bytes_moved;
+    merge.bytes_read += r.bytes_read;
+    merge.bytes_written += r.bytes_written;
+    if (r.exactness != exactness_name(TM_EXACT_BITWISE)) merge.exactness = r.exactness;
+    merge.error_bound = std::max(merge.error_bound, r.error_bound);
+    p.parts.push_back(std::move(r));
+  }
+  merge.candidates = verdicts;
+  merge.split_group = group;
+  merge.split_part = "merge";
+  merge.sequence = log_.append(merge);
+  placed_ns_.fetch_add(plan.estimated_ns);
+  p.record = std::move(merge);
+  for (const auto& out : request.outputs) p.output_nbytes.push_back(out.bytes.size());
+  return std::optional<Placement>(std::move(p));
+}
+
+Result<PlacementRecord> Scheduler::run_part(const OpRequest& part, const Backend& backend, uint64_t group,
+                                            const std::string& label) {
+  std::vector<CandidateVerdict> verdicts;
+  auto candidates = evaluate(part, part.op, part.exactness_floor, {}, verdicts);
+  const auto chosen = std::find_if(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+    return c.backend == &backend && c.support.level != TM_SUPPORT_NONE;
+  });
+  std::string why;
+  if (chosen != candidates.end()) {
+    uint64_t bytes_moved = 0;
+    std::vector<uint64_t> output_needs;
+    const auto start = std::chrono::steady_clock::now();
+    auto report = execute_on(backend, part, part.op, part.exactness_floor, bytes_moved, output_needs);
+    const double measured_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    if (report.ok()) {
+      if (options_.calibrate) {
+        cost_model_.observe(backend.name(), part.op, chosen->estimate.compute_ns,
+                            report->device_ns > 0 ? report->device_ns : measured_ns - chosen->transfer_ns);
+      }
+      PlacementRecord record = record_of(*chosen, part, part.op, *report, measured_ns, bytes_moved, verdicts);
+      record.reason = PlacementReason::kSplit;
+      record.reason_detail = label;
+      record.split_group = group;
+      record.split_part = label;
+      record.sequence = log_.append(record);
+      return record;
+    }
+    if (!retryable(report.status().code())) return report.status();
+    if (report.status().code() == StatusCode::kDeviceLost) {
+      const_cast<Backend&>(backend).mark_lost(report.status().message());
+      residency_.drop_backend(backend);
+    }
+    why = report.status().to_string();
+  } else {
+    for (const auto& v : verdicts) {
+      if (v.backend == backend.name()) why = v.verdict;
+    }
+  }
+  // This part alone falls back, placed like any operation (never split again).
+  TM_ASSIGN_OR_RETURN(Placement placed, place(part, {&backend}, false, group, label + "; " + backend.name() + ": " + why));
+  if (!placed.executed) return placed.refusal;
+  return std::move(placed.record);
 }
 
 }  // namespace tensormorph::compute

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "compute/op_registry.h"
 #include "compute/placement.h"
 #include "compute/residency.h"
+#include "compute/split.h"
 #include "compute/startup_costs.h"
 
 namespace tensormorph::compute {
@@ -27,6 +29,11 @@ struct InputTensor {
   std::vector<uint64_t> shape;
   std::span<const std::byte> bytes;
   uint64_t residency_key = 0;  ///< identity of the data for residency tracking (0: don't cache copies)
+  /// When `bytes` are part of the data `residency_key` names (a part of a split operation): that
+  /// data's size, and where `bytes` start in it. A part reads a resident copy of the whole in place
+  /// and never caches its slice under the whole's key. 0: `bytes` are the whole.
+  uint64_t residency_whole_bytes = 0;
+  uint64_t residency_offset = 0;  ///< see residency_whole_bytes
 };
 
 /// An output tensor of a request, written to host memory.
@@ -73,6 +80,11 @@ struct Placement {
   bool executed = false;
   PlacementRecord record;            ///< when executed
   std::vector<uint64_t> output_nbytes;  ///< when executed: bytes written to each output
+  /// When executed in parts on several backends: each part's record, in order (`record` is the merge's).
+  std::vector<PlacementRecord> parts;
+
+  /// Moves the records of what ran into `out`: the parts' (when split), then `record`.
+  void take_records(std::vector<PlacementRecord>& out);
   std::string needs_consent_reason;  ///< when not executed: why exact is out of reach
   std::vector<LadderOffer> ladder;   ///< when not executed: the rungs on offer
   /// When not executed: the error for a caller that cannot offer consent (RESOURCE_EXHAUSTED over
@@ -100,6 +112,7 @@ struct SchedulerOptions {
   uint64_t device_cache_bytes = 1ull << 30;
   bool calibrate = true;  ///< learn from measured times (off in tests that pin costs)
   std::filesystem::path startup_costs_file;  ///< where device start-up times are kept (empty: the user's cache)
+  SplitPolicy split;  ///< when one operation is split across several backends at once
 };
 
 /// Places and runs operations. Thread-safe for concurrent run() calls.
@@ -126,6 +139,8 @@ class Scheduler {
   void set_time_budget(double ns);
   /// The cap on one analysis's modelled time (0: unlimited).
   double time_budget_ns() const;
+  /// Replaces when operations are split across backends (from the next run()).
+  void set_split_policy(SplitPolicy policy);
   /// Replaces each backend's device-cache budget, evicting cached copies now to fit it.
   void set_device_cache_budget(uint64_t bytes);
   /// Recent placement records.
@@ -145,6 +160,14 @@ class Scheduler {
   Result<TM_ExecutionReport> execute_on(const Backend& backend, const OpRequest& request, const std::string& op,
                                         TM_Exactness floor, uint64_t& bytes_moved, std::vector<uint64_t>& output_needs);
   std::vector<LadderOffer> ladder_for(const OpRequest& request, std::vector<Candidate>& weaker);
+  Result<Placement> place(const OpRequest& original, std::vector<const Backend*> failed, bool may_split,
+                          uint64_t split_group = 0, const std::string& split_part = "");
+  Result<std::optional<Placement>> run_split(const OpRequest& request, const std::vector<Candidate>& exact,
+                                             const std::vector<CandidateVerdict>& verdicts);
+  Result<PlacementRecord> run_part(const OpRequest& part, const Backend& backend, uint64_t group, const std::string& label);
+  PlacementRecord record_of(const Candidate& chosen, const OpRequest& request, const std::string& op,
+                            const TM_ExecutionReport& report, double measured_ns, uint64_t bytes_moved,
+                            const std::vector<CandidateVerdict>& verdicts) const;
 
   const OpRegistry& registry_;
   std::span<const std::unique_ptr<Backend>> backends_;

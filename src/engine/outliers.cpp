@@ -43,7 +43,7 @@ Result<std::vector<ExtremeValue>> tensor_top_k(compute::Scheduler& scheduler, co
     req.max_threads = max_threads;
     TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
     if (!placement.executed) return placement.refusal.with_context(where());
-    if (records) records->push_back(std::move(placement.record));
+    if (records) placement.take_records(*records);
     // Entries end at the first padding index (the written sizes say the same).
     for (uint64_t i = 0; i < band_k && indices[i] != ~uint64_t{0}; ++i) {
       if (indices[i] >= rows * m.cols || !std::isfinite(values[i])) {
@@ -105,7 +105,7 @@ Result<ChannelStats> tensor_channel_stats(compute::Scheduler& scheduler, const C
   req.max_threads = max_threads;
   TM_ASSIGN_OR_RETURN(auto placement, scheduler.run(req));
   if (!placement.executed) return placement.refusal.with_context(where());
-  if (records) records->push_back(std::move(placement.record));
+  if (records) placement.take_records(*records);
   return out;
 }
 

@@ -435,7 +435,7 @@ Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoi
       TM_ASSIGN_OR_RETURN(auto placement,
                           scheduler.run(bands.request(band, params, prefixes, band_counts, band_classes, max_threads)));
       if (!placement.executed) return placement.refusal.with_context(where());
-      if (records) records->push_back(std::move(placement.record));
+      if (records) placement.take_records(*records);
       for (size_t i = 0; i < counts.size(); ++i) counts[i] += band_counts[i];
       for (size_t i = 0; i < classes.size(); ++i) classes[i] += band_classes[i];
     }

@@ -36,7 +36,7 @@ Status run_exact(compute::Scheduler& scheduler, const compute::OpRequest& reques
     const Status& refused = placement.refusal;
     return Status(refused.code(), refused.message() + "; approximate rungs need consent:" + rungs).with_hint(refused.hint());
   }
-  if (records) records->push_back(std::move(placement.record));
+  if (records) placement.take_records(*records);
   return Status::Ok();
 }
 

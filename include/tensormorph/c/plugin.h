@@ -25,7 +25,7 @@ extern "C" {
 #define TM_PLUGIN_ABI_MAJOR 1
 /* Minor 4: tm.render_tile@1's colormap carries a palette above its scale (TM_COLORMAP_PALETTE_SHIFT);
  * a plugin built for 1.3 refuses those values, so the host does not send them to it. */
-#define TM_PLUGIN_ABI_MINOR 4
+#define TM_PLUGIN_ABI_MINOR 5
 
 /* Symbol names a plugin library exports. */
 #define TM_PLUGIN_ABI_VERSION_SYMBOL "tm_plugin_abi_version"
@@ -339,6 +339,10 @@ typedef struct TM_DeviceTraits {
   double device_to_host_gbps;       /* link bandwidth device -> host */
   uint32_t bandwidth_measured;      /* 1 when the bandwidths were measured, 0 when declared */
   uint32_t compute_units;           /* cores / SMs / CUs */
+  /* Since 1.5: 1 when its kernels run on the host's own CPU cores (the CPU backend; a software
+   * device such as PoCL or lavapipe). Such backends compete for those cores, so the scheduler never
+   * splits one operation between two of them. 0 (and for older plugins): compute of its own. */
+  uint32_t runs_on_host_cores;
 } TM_DeviceTraits;
 
 /** A buffer in one of the backend's memory spaces, owned by the plugin. */

@@ -246,6 +246,7 @@ TM_DeviceTraits device_traits_of(const TM_Backend& backend) {
   traits.device_to_host_gbps = backend.device_to_host_gbps;
   traits.bandwidth_measured = backend.bandwidth_measured ? 1u : 0u;
   traits.compute_units = backend.caps.compute_units;
+  traits.runs_on_host_cores = (backend.caps.type & CL_DEVICE_TYPE_CPU) != 0 ? 1u : 0u;
   return traits;
 }
 

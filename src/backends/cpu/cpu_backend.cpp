@@ -421,6 +421,7 @@ TM_Error* device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
     traits.memory_space_count = 0;
     traits.host_memory_visible = 1;
     traits.compute_units = b.threads;
+    traits.runs_on_host_cores = 1;
     ops::write_abi_struct(traits, out);
     return Status::Ok();
   });

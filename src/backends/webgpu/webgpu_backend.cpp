@@ -207,6 +207,7 @@ TM_DeviceTraits WebGpuBackend::traits() const {
   t.device_to_host_gbps = rates_.device_to_host_gbps;
   t.bandwidth_measured = 1;
   t.compute_units = 0;
+  t.runs_on_host_cores = device_->facts().adapter_type == api::kAdapterTypeCPU ? 1 : 0;
   return t;
 }
 

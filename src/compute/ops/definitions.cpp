@@ -192,6 +192,7 @@ OpDefinition decode_definition() {
   for (const uint64_t elems : {uint64_t{256} * 67, uint64_t{256} * 1024}) {
     d.cases.push_back({"x" + std::to_string(elems), {{std::nullopt, {elems}}}, {}, {{DType::kF32, {elems}}}, true});
   }
+  d.split = elementwise_split();
   return d;
 }
 
@@ -242,6 +243,7 @@ OpDefinition tile_stats_definition() {
                        {{DType::kU8, {tiles * sizeof(TM_TileStats)}}},
                        true});
   }
+  d.split = tile_stats_split();
   return d;
 }
 
@@ -269,6 +271,7 @@ OpDefinition histogram_definition() {
                        {cf(TM_ATTR_LO, b.lo), cf(TM_ATTR_HI, b.hi), ci(TM_ATTR_BINS, static_cast<int64_t>(b.bins))},
                        {{DType::kU64, {b.bins + 3}}}, true});
   }
+  d.split = histogram_split();
   return d;
 }
 
@@ -289,6 +292,7 @@ OpDefinition exact_summary_definition() {
     d.cases.push_back({"x" + std::to_string(elems), {{std::nullopt, {elems}}}, {},
                        {{DType::kU8, {sizeof(TM_ExactSummary)}}}, true});
   }
+  d.split = never_split("its float64 sums run in one canonical order over the whole tensor");
   return d;
 }
 
@@ -382,6 +386,7 @@ OpDefinition render_definition() {
                "approximate: min, max, absmax and non-finite elements in the block's other rows may be missed"}};
   d.reference = render_on_instance;
   d.cases = render_cases();
+  d.split = never_split("one tile of pixels is small; parts would cost more than they save");
   return d;
 }
 
@@ -391,6 +396,7 @@ OpDefinition sampled_definition() {
   d.summary = "tm.render_tile@1 reading only the first row of each block (approximate, needs consent)";
   d.exactness_definition = "approximate: a block's statistics are those of its first row";
   d.ladder.clear();
+  d.split = never_split("one tile of pixels is small; parts would cost more than they save");
   return d;
 }
 
@@ -451,6 +457,7 @@ OpDefinition radix_histogram_definition() {
                        {{DType::kU64, {std::max<uint64_t>(p, 1) << c.bits}}, {DType::kU64, {kRadixClasses}}},
                        true});
   }
+  d.split = radix_histogram_split();
   return d;
 }
 
@@ -472,6 +479,7 @@ OpDefinition top_k_definition() {
     d.cases.push_back({"k " + std::to_string(k), {{std::nullopt, {kElems}}}, {ci(TM_ATTR_K, static_cast<int64_t>(k))},
                        {{DType::kU64, {k}}, {DType::kF32, {k}}}, true});
   }
+  d.split = never_split("its output is data-dependent: merging parts' candidates is not implemented");
   return d;
 }
 
@@ -492,6 +500,7 @@ OpDefinition channel_stats_definition() {
                        {{DType::kU8, {rows * sizeof(TM_TileStats)}}, {DType::kU8, {cols * sizeof(TM_TileStats)}}},
                        true});
   }
+  d.split = channel_stats_split();
   return d;
 }
 
@@ -572,6 +581,7 @@ OpDefinition diff_stats_definition() {
       "(docs/COMPUTE.md#tmdiff_stats1)";
   d.reference = diff_stats_on_instance;
   for (const DiffCase& c : diff_cases()) d.cases.push_back(diff_case(c, true));
+  d.split = diff_stats_split();
   return d;
 }
 
@@ -591,6 +601,7 @@ OpDefinition subtract_definition() {
     if (c.element_offset != 0) continue;  // diff_stats only
     d.cases.push_back(diff_case(c, false));
   }
+  d.split = elementwise_split();
   return d;
 }
 

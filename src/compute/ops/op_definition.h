@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/ops/op_split.h"
 #include "tensormorph/c/plugin.h"
 #include "tensormorph/dtype.h"
 #include "tensormorph/status.h"
@@ -111,6 +112,7 @@ struct OpDefinition {
   std::vector<LadderRung> ladder;        ///< approximate rungs, strongest first (empty: always exact)
   ReferenceFn reference = nullptr;       ///< the CPU reference
   std::vector<ConformanceCase> cases;    ///< what the conformance test runs
+  SplitRule split;                       ///< how one instance cuts into parts on several backends (or why not)
 };
 
 }  // namespace tensormorph::ops

@@ -56,7 +56,27 @@ async function setConstraint(backend, choice) {
 }
 
 const reasonText = (r) => (r.reason === 'cheapest' ? 'cheapest' : r.reason === 'preferred-unavailable' ? `preferred unavailable: ${r.reason_detail}`
+  : r.reason === 'split' ? (r.split_part === 'merge' ? `split: ${r.reason_detail}` : `split ${r.split_part}`)
   : r.reason === 'fallback' || r.reason === 'consented' ? `${r.reason}${r.reason_detail ? `: ${r.reason_detail}` : ''}` : r.reason);
+
+/** Newest first; an operation split across backends is its merge row with its parts under it. */
+function eachRecord(list) {
+  const parts = new Map();
+  for (const r of list) {
+    if (r.split_group && r.split_part !== 'merge') parts.set(r.split_group, [...(parts.get(r.split_group) || []), r]);
+  }
+  const rows = [];
+  for (const r of list.slice(-300).reverse()) {
+    if (r.split_group && r.split_part !== 'merge' && list.some((m) => m.split_group === r.split_group && m.split_part === 'merge')) continue;
+    rows.push({ ...r, count: 1, why: reasonText(r) });
+    if (r.split_group && r.split_part === 'merge') {
+      for (const p of (parts.get(r.split_group) || []).slice().sort((a, b) => a.sequence - b.sequence)) {
+        rows.push({ ...p, count: 1, why: reasonText(p), part: true });
+      }
+    }
+  }
+  return rows;
+}
 
 function Summary({ c }) {
   const s = c.summary;
@@ -133,7 +153,7 @@ function Records({ c }) {
     const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
     const hit = (r) => words.every((w) => `${r.tensor || ''} ${r.op} ${r.backend} ${r.reason} ${r.exactness}`.toLowerCase().includes(w));
     const list = all.filter(hit);
-    if (!grouped) return list.slice(-300).reverse().map((r) => ({ ...r, count: 1, why: reasonText(r) }));
+    if (!grouped) return eachRecord(list);
     const groups = new Map();
     for (const r of list) {
       const key = `${r.op}\u0000${r.tensor || ''}\u0000${r.backend}\u0000${r.reason}\u0000${r.exactness}`;
@@ -146,7 +166,7 @@ function Records({ c }) {
   const columns = [
     { key: 'sequence', label: '#', align: 'right' },
     { key: 'tensor', label: 'tensor', render: (r) => <span class="tname" title={r.tensor}>{r.tensor || '—'}</span> },
-    { key: 'op', label: 'operation' },
+    { key: 'op', label: 'operation', render: (r) => (r.part ? <span class="split-part" title="a part of the split above">↳ {r.op}</span> : r.op) },
     ...(grouped ? [{ key: 'count', label: 'runs', align: 'right' }] : []),
     { key: 'backend', label: 'backend' },
     { key: 'why', label: 'why', render: (r) => <span title={r.reason_detail || r.why}>{r.why}</span> },
