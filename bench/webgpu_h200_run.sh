@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The WebGPU backend on an NVIDIA GPU through Vulkan, with the CUDA backend in the same run: the
 # conformance test (every declared case of both, bitwise against the CPU reference) and
-# webgpu_resident_bench (uploads and resident tile_stats, WebGPU / CUDA ratios, bitwise compared).
+# webgpu_resident_bench (uploads and resident tile_stats, WebGPU / CUDA ratios, bitwise compared),
+# then split_bench (one operation split between the CPU and CUDA against each alone).
 # Run from the repository root on the GPU machine, with .wgpack/ and .gl/ from
 # bench/webgpu_h200_pack.sh copied into the tree:  bash bench/webgpu_h200_run.sh OUT_DIR
 set -uo pipefail
@@ -21,3 +22,5 @@ grep -E "bitwise equal|OK|FAILED|Failure" "$out/conformance.txt"
 for run in 1 2; do
   "$pack/bench/webgpu_resident_bench" --mib 1024 --reps 10 --cuda "$pack/plugins/libtm_cuda.so" 2>&1 | tee "$out/resident_$run.txt"
 done
+# One operation split between the CPU and CUDA: a 20 GB BF16 set, a third resident on the GPU.
+timeout 300 "$pack/bench/split_bench" --gib 20 --resident 0.3333 --plugins "$pack/plugins" 2>&1 | tee "$out/split.txt"

@@ -60,6 +60,16 @@ TEST_F(ServerCompute, RecordsNameTheirTensorAndTheSummaryCountsSinceStart) {
   EXPECT_EQ(after["records"].back()["tensor"], t);
 }
 
+TEST_F(ServerCompute, SplittingAcrossBackendsIsASettingOfTheRunningServer) {
+  EXPECT_EQ(served_->get_json("/api/settings")["running"]["compute.split"], "auto");
+  served_->post_ok("/api/settings", R"({"key": "compute.split", "value": "off"})");
+  EXPECT_EQ(served_->get_json("/api/settings")["running"]["compute.split"], "off");
+  const json listed = served_->get_json("/api/settings");
+  EXPECT_TRUE(listed["values"].contains("compute.split")) << listed.dump();
+  served_->post_ok("/api/settings", R"({"key": "compute.split", "value": "auto"})");
+  EXPECT_EQ(served_->get_json("/api/settings")["running"]["compute.split"], "auto");
+}
+
 TEST_F(ServerCompute, ConsentedOperationsAreCountedAndTheRequestsNumbered) {
   const std::string tile = overview_tile() + "&palette=coolwarm";
   const uint64_t sequence_before = served_->get_json("/api/compute")["consent_sequence"];

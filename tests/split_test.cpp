@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "compute/scheduler.h"
+#include "compute/settings.h"
 #include "compute/split.h"
 #include "compute/ops/reference.h"
 #include "core/dtype_abi.h"
@@ -65,6 +66,22 @@ TEST(SplitPlan, EveryShareGetsAGranuleAndNoMoreSharesThanGranules) {
   ASSERT_EQ(plan.shares.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(plan.shares[i].end - plan.shares[i].begin, 1u);
   EXPECT_EQ(plan_split(options, 2, eager()).shares.size(), 2u);
+}
+
+TEST(SplitSetting, AutoOrOffPersisted) {
+  Settings settings;
+  EXPECT_EQ(*get_setting(settings, "compute.split"), "auto");
+  ASSERT_TRUE(set_setting(settings, "compute.split", "off").ok());
+  EXPECT_FALSE(settings.split);
+  const auto bad = set_setting(settings, "compute.split", "sometimes");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("auto"), std::string::npos) << bad.message();
+  const auto path = std::filesystem::temp_directory_path() / ("tm-split-settings-" + std::to_string(::getpid()) + ".json");
+  ASSERT_TRUE(save_settings(path, settings).ok());
+  auto loaded = load_settings(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_FALSE(loaded->split);
 }
 
 // ---- Fake backends that compute with the CPU reference --------------------------------------------

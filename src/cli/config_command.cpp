@@ -20,7 +20,7 @@ Command add_config_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("config", "Read or change persisted settings (" +
                                                    compute::settings_path().string() + ")");
   sub->require_subcommand(1);
-  CLI::App* get = sub->add_subcommand("get", "Print a setting (compute, compute.memory_budget, compute.time_budget, compute.device_cache, plugins.path)");
+  CLI::App* get = sub->add_subcommand("get", "Print a setting (compute, compute.memory_budget, compute.time_budget, compute.device_cache, compute.split, plugins.path)");
   get->add_option("key", get_opt->key, "Setting name; omit to print all");
   CLI::App* set = sub->add_subcommand("set", "Change a setting, e.g. `config set compute prefer=opencl,never=cuda`");
   set->add_option("key", set_opt->key, "Setting name")->required();
@@ -33,7 +33,7 @@ Command add_config_command(CLI::App& app) {
               return static_cast<int>(kExitUserError);
             }
             if (get->parsed()) {
-              std::vector<std::string> keys = {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache", "plugins.path"};
+              std::vector<std::string> keys = {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache", "compute.split", "plugins.path"};
               if (!get_opt->key.empty()) keys = {get_opt->key};
               for (const auto& k : keys) {
                 auto value = compute::get_setting(*settings, k);

@@ -106,6 +106,7 @@ Result<Settings> load_settings(const fs::path& path) {
         return Status::FormatError(path.string() + ": compute.time_budget_seconds must be 0 or more");
       }
       s.device_cache_bytes = c.value("device_cache_bytes", s.device_cache_bytes);
+      s.split = c.value("split", s.split);
     }
     if (j.contains("plugins")) s.plugin_path = j["plugins"].value("path", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
@@ -122,7 +123,8 @@ Status save_settings(const fs::path& path, const Settings& s) {
                   {"only", s.constraints.only},
                   {"memory_budget_bytes", s.memory_budget_bytes},
                   {"time_budget_seconds", s.time_budget_seconds},
-                  {"device_cache_bytes", s.device_cache_bytes}};
+                  {"device_cache_bytes", s.device_cache_bytes},
+                  {"split", s.split}};
   j["plugins"] = {{"path", s.plugin_path}};
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
@@ -137,6 +139,7 @@ Result<std::string> get_setting(const Settings& s, const std::string& key) {
   if (key == "compute.memory_budget") return std::to_string(s.memory_budget_bytes);
   if (key == "compute.time_budget") return seconds_text(s.time_budget_seconds);
   if (key == "compute.device_cache") return std::to_string(s.device_cache_bytes);
+  if (key == "compute.split") return std::string(s.split ? "auto" : "off");
   if (key == "plugins.path") {
     std::string joined;
     for (const auto& p : s.plugin_path) joined += (joined.empty() ? "" : ":") + p;
@@ -144,7 +147,7 @@ Result<std::string> get_setting(const Settings& s, const std::string& key) {
   }
   return Status::InvalidArgument("unknown setting '" + key +
                                  "' (known: compute, compute.memory_budget, compute.time_budget, compute.device_cache, "
-                                 "plugins.path)");
+                                 "compute.split, plugins.path)");
 }
 
 Status set_setting(Settings& s, const std::string& key, const std::string& value) {
@@ -162,6 +165,14 @@ Status set_setting(Settings& s, const std::string& key, const std::string& value
   }
   if (key == "compute.device_cache") {
     TM_ASSIGN_OR_RETURN(s.device_cache_bytes, parse_bytes(value));
+    return Status::Ok();
+  }
+  if (key == "compute.split") {
+    if (value != "auto" && value != "off") {
+      return Status::InvalidArgument("compute.split is auto (split an operation across backends when the model says "
+                                     "it pays) or off, not '" + value + "'");
+    }
+    s.split = value == "auto";
     return Status::Ok();
   }
   if (key == "plugins.path") {

@@ -17,6 +17,7 @@ struct Settings {
   uint64_t memory_budget_bytes = 0;       ///< 0: unlimited
   double time_budget_seconds = 0;         ///< modelled time one analysis of one tensor may take (0: unlimited)
   uint64_t device_cache_bytes = 1ull << 30;
+  bool split = true;                      ///< one operation may run in parts on several backends at once
   std::vector<std::string> plugin_path;   ///< extra plugin directories
 };
 
@@ -31,7 +32,7 @@ Result<Settings> load_settings(const std::filesystem::path& path);
 Status save_settings(const std::filesystem::path& path, const Settings& settings);
 
 /// Reads one key ("compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache",
-/// "plugins.path") as text.
+/// "compute.split" (auto or off), "plugins.path") as text.
 Result<std::string> get_setting(const Settings& settings, const std::string& key);
 
 /// Sets one key from text (same keys as get_setting; a time is seconds or a number with ms, s, m, h; 0 or

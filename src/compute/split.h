@@ -29,7 +29,7 @@ struct SplitPolicy {
 struct SplitOption {
   size_t candidate = 0;  ///< the caller's index of the backend
   double whole_ns = 0;   ///< modelled time (compute and transfers) of the whole operation there
-  bool host_cores = false;  ///< it computes on the host's CPU cores (TM_DeviceTraits::runs_on_host_cores)
+  bool host_cores = false;  ///< it computes on the host's own cores (TM_DeviceTraits::runs_on_host_cores)
 };
 
 /// The granules one backend takes.

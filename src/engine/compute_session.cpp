@@ -60,6 +60,7 @@ Result<std::unique_ptr<ComputeSession>> ComputeSession::open(const SessionOption
   scheduler_options.memory_budget_bytes = options.settings.memory_budget_bytes;
   scheduler_options.time_budget_ns = options.settings.time_budget_seconds * 1e9;
   scheduler_options.device_cache_bytes = options.settings.device_cache_bytes;
+  scheduler_options.split.enabled = options.settings.split;
   session->scheduler_ = std::make_unique<compute::Scheduler>(session->registry_, session->backends_.backends,
                                                              std::move(scheduler_options));
   return session;

@@ -37,7 +37,8 @@ Result<bool> persist_flag(const json& body) {
 }
 
 // The keys the viewer may change; they apply to the running server at once.
-constexpr const char* kRunningKeys[] = {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache"};
+constexpr const char* kRunningKeys[] = {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache",
+                                        "compute.split"};
 
 }  // namespace
 
@@ -109,7 +110,8 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
     auto settings = compute::load_settings(compute::settings_path());
     if (!settings.ok()) return reply_error(res, settings.status());
     json values = json::object(), running = json::object();
-    for (const char* key : {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache", "plugins.path"}) {
+    for (const char* key : {"compute", "compute.memory_budget", "compute.time_budget", "compute.device_cache", "compute.split",
+                            "plugins.path"}) {
       auto v = compute::get_setting(*settings, key);
       values[key] = v.ok() ? *v : "";
     }
@@ -139,7 +141,7 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
                                 {"code", "FORBIDDEN"}}, 403);
       }
       return reply_error(res, Status::InvalidArgument("unknown setting '" + key.substr(0, 80) + "'; the viewer sets compute, "
-                                                      "compute.memory_budget, compute.time_budget and compute.device_cache"));
+                                                      "compute.memory_budget, compute.time_budget, compute.device_cache and compute.split"));
     }
     std::lock_guard lock(settings_mutex_);
     compute::Settings next = running_;
@@ -158,6 +160,10 @@ void ApiContext::register_compute_routes(httplib::Server& http) {
       scheduler().set_memory_budget(next.memory_budget_bytes);
     } else if (key == "compute.time_budget") {
       scheduler().set_time_budget(next.time_budget_seconds * 1e9);
+    } else if (key == "compute.split") {
+      compute::SplitPolicy policy;
+      policy.enabled = next.split;
+      scheduler().set_split_policy(policy);
     } else {
       scheduler().set_device_cache_budget(next.device_cache_bytes);
     }
