@@ -48,11 +48,7 @@ class MetadataReader {
   }
 
   static const PickleValue* field(const PickleValue* fields, std::string_view key) {
-    if (fields == nullptr) return nullptr;
-    for (const auto& [k, v] : fields->entries) {
-      if (k->kind == PickleKind::kString && k->text == key) return v;
-    }
-    return nullptr;
+    return fields != nullptr ? fields->get(key) : nullptr;
   }
 
   /// An object of class `qualified`, or an error naming what was expected.

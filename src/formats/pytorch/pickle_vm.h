@@ -50,6 +50,13 @@ struct PickleValue {
 
   /// True for a kGlobal naming exactly `qualified` ("module.name").
   bool is_global(std::string_view qualified) const { return kind == PickleKind::kGlobal && text == qualified; }
+  /// The value under the string key `key` of a kDict's entries, else nullptr.
+  const PickleValue* get(std::string_view key) const {
+    for (const auto& [k, v] : entries) {
+      if (k->kind == PickleKind::kString && k->text == key) return v;
+    }
+    return nullptr;
+  }
   /// kObject's callable when it is a global, else nullptr.
   const PickleValue* callable_global() const {
     return kind == PickleKind::kObject && callable && callable->kind == PickleKind::kGlobal ? callable : nullptr;

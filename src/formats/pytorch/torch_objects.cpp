@@ -82,13 +82,6 @@ std::optional<std::string> key_text(const PickleValue& key) {
   }
 }
 
-const PickleValue* dict_get(const PickleValue& dict, std::string_view key) {
-  for (const auto& [k, v] : dict.entries) {
-    if (k->kind == PickleKind::kString && k->text == key) return v;
-  }
-  return nullptr;
-}
-
 // A tensor view resolved to bytes in the archive.
 struct TensorView {
   DType dtype = DType::kF32;
@@ -236,7 +229,7 @@ class TensorCollector {
     const std::vector<const PickleValue*> dicts = attribute_dicts(object);
     bool is_module = false;
     for (const PickleValue* attributes : dicts) {
-      is_module = is_module || dict_get(*attributes, "_parameters") || dict_get(*attributes, "_modules");
+      is_module = is_module || attributes->get("_parameters") || attributes->get("_modules");
     }
     for (const PickleValue* attributes : dicts) {
       if (!is_module) {
@@ -244,7 +237,7 @@ class TensorCollector {
         continue;
       }
       for (std::string_view member : {"_parameters", "_buffers", "_modules"}) {
-        const PickleValue* members = dict_get(*attributes, member);
+        const PickleValue* members = attributes->get(member);
         if (members == nullptr) continue;
         if (members->kind != PickleKind::kDict) {
           TM_RETURN_IF_ERROR(walk(members, join_name(name, member), depth + 1));
