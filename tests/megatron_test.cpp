@@ -75,6 +75,55 @@ TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
   EXPECT_EQ((*direct)->tensors().size(), ckpt.tensors().size());
 }
 
+TEST(Megatron, PipelineStagesNumberTheirLayersIntoTheWholeModel) {
+  auto opened = open_checkpoint(fixture("tp2pp2"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  EXPECT_EQ(ckpt.files().size(), 4u);
+  std::ifstream in(fixture("tp2pp2.expected.json"));
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = ckpt.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
+    auto bytes = ckpt.tensor_bytes(*t);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
+  }
+  // Stage 1's layer 0 is the model's layer 2; its parts are in stage 1's archives.
+  const TensorInfo* qkv = ckpt.find("model.decoder.layers.2.self_attention.linear_qkv.weight");
+  ASSERT_NE(qkv, nullptr);
+  ASSERT_EQ(qkv->chunks.size(), 2u);
+  EXPECT_EQ(qkv->chunks[0].file, 2u);
+  EXPECT_EQ(qkv->chunks[1].file, 3u);
+  EXPECT_EQ(ckpt.find("model.decoder.layers.3.self_attention.linear_qkv.weight"), nullptr);
+  // The last stage's copy of the embedding stays per rank, with a note; other state per rank too.
+  EXPECT_NE(ckpt.find("mp_rank_00_001/model.embedding.word_embeddings.weight"), nullptr);
+  EXPECT_NE(ckpt.find("mp_rank_01_000/model.decoder.layers.0.mlp.mystery.weight"), nullptr);
+  EXPECT_NE(ckpt.find("mp_rank_01_001/optimizer.state.0.exp_avg"), nullptr);
+  bool noted = false;
+  for (const std::string& note : ckpt.notes()) noted |= note.find("later pipeline stage") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Stats through the command line read across both stages.
+  testing::TempDir temp;
+  fs::copy(fixture("tp2pp2"), temp / "set", fs::copy_options::recursive);
+  const testing::CliResult r = testing::run_cli({"stats", "--json", (temp / "set").string(), "--tensor", "*layers.2.mlp.linear_fc1.weight"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("tensors").size(), 1u);
+}
+
+TEST(Megatron, AMissingRankOfAPipelineStageIsNamed) {
+  testing::TempDir temp;
+  const fs::path set = temp / "set";
+  fs::copy(fixture("tp2pp2"), set, fs::copy_options::recursive);
+  fs::remove_all(set / "iter_0000010/mp_rank_00_001");
+  auto opened = open_checkpoint(set);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("rank 0 of pipeline stage 1 is missing (mp_rank_00_001)"), std::string::npos)
+      << opened.status().to_string();
+}
+
 TEST(Megatron, StatsReadTheAssembledTensors) {
   testing::TempDir temp;
   const fs::path set = copy_of_set(temp);
@@ -118,8 +167,9 @@ TEST(Megatron, DamagedSetsFailNamingWhatIsWrong) {
     fs::rename(set / "iter_0000010/mp_rank_01", set / "iter_0000010/mp_rank_00_001");
     auto opened = open_checkpoint(set);
     ASSERT_FALSE(opened.ok());
-    EXPECT_EQ(opened.status().code(), StatusCode::kUnsupported) << opened.status().to_string();
-    EXPECT_NE(opened.status().message().find("pipeline"), std::string::npos) << opened.status().to_string();
+    EXPECT_EQ(opened.status().code(), StatusCode::kFormatError) << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find("both mp_rank_XX and mp_rank_XX_YYY"), std::string::npos)
+        << opened.status().to_string();
   }
   {
     testing::TempDir temp;

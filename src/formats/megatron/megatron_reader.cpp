@@ -96,79 +96,116 @@ Result<fs::path> iteration_directory(const fs::path& directory) {
   return iteration;
 }
 
-/// Each rank's archive, rank 0 first.
-Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
-  std::map<uint32_t, fs::path> ranks;
+/// Every rank's archive: `tensor` ranks per pipeline stage, stage-major (archives[stage * tensor + rank]).
+struct RankGrid {
+  size_t tensor = 0;
+  size_t stages = 0;
+  bool staged = false;  ///< directories named mp_rank_XX_YYY (pipeline parallelism)
+  std::vector<fs::path> archives;
+};
+
+/// "mp_rank_XX/" or, in a set with pipeline stages, "mp_rank_XX_YYY/".
+std::string rank_prefix(const RankGrid& grid, size_t stage, size_t rank) {
+  char name[32];
+  if (grid.staged) {
+    std::snprintf(name, sizeof name, "mp_rank_%02zu_%03zu/", rank, stage);
+  } else {
+    std::snprintf(name, sizeof name, "mp_rank_%02zu/", rank);
+  }
+  return name;
+}
+
+/// The archive in one rank's directory (model_optim_rng.pt, model_rng.pt, or its only .pt).
+Result<fs::path> archive_in(const fs::path& directory) {
+  std::error_code ec;
+  for (const char* candidate : {"model_optim_rng.pt", "model_rng.pt"}) {
+    if (fs::is_regular_file(directory / candidate, ec)) return directory / candidate;
+  }
+  fs::path archive;
+  for (const auto& file : fs::directory_iterator(directory, ec)) {
+    if (file.is_regular_file() && file.path().extension() == ".pt") {
+      if (!archive.empty()) return Status::InvalidArgument(directory.string() + ": holds several .pt archives; expected one per rank");
+      archive = file.path();
+    }
+  }
+  if (archive.empty()) return Status::NotFound(directory.string() + ": no model_optim_rng.pt (or other .pt archive) in this rank's directory");
+  return archive;
+}
+
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+Result<RankGrid> rank_archives(const fs::path& directory) {
+  std::map<std::pair<uint32_t, uint32_t>, fs::path> found;  // (stage, rank) -> archive
+  bool staged = false, plain = false;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || !name.starts_with("mp_rank_")) continue;
-    const std::string digits = name.substr(std::string_view("mp_rank_").size());
-    if (digits.size() == 6 && digits[2] == '_') {
-      return Status::Unsupported(entry.path().string() + ": a pipeline-parallel stage (mp_rank_XX_YYY); sets with pipeline "
-                                 "parallelism are not assembled yet: open one rank's archive instead");
-    }
-    if (digits.empty() || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const std::string_view digits = std::string_view(name).substr(std::string_view("mp_rank_").size());
+    const size_t underscore = digits.find('_');
+    const std::string_view rank_digits = digits.substr(0, underscore);
+    const std::string_view stage_digits = underscore == std::string_view::npos ? std::string_view() : digits.substr(underscore + 1);
+    if (!all_digits(rank_digits) || rank_digits.size() > 4 ||
+        (underscore != std::string_view::npos && (!all_digits(stage_digits) || stage_digits.size() > 4))) {
       continue;
     }
-    fs::path archive;
-    for (const char* candidate : {"model_optim_rng.pt", "model_rng.pt"}) {
-      if (archive.empty() && fs::is_regular_file(entry.path() / candidate, ec)) archive = entry.path() / candidate;
-    }
-    if (archive.empty()) {
-      for (const auto& file : fs::directory_iterator(entry.path(), ec)) {
-        if (file.is_regular_file() && file.path().extension() == ".pt") {
-          if (!archive.empty()) return Status::InvalidArgument(entry.path().string() + ": holds several .pt archives; expected one per rank");
-          archive = file.path();
-        }
-      }
-    }
-    if (archive.empty()) return Status::NotFound(entry.path().string() + ": no model_optim_rng.pt (or other .pt archive) in this rank's directory");
-    ranks[static_cast<uint32_t>(std::stoul(digits))] = archive;
+    (underscore == std::string_view::npos ? plain : staged) = true;
+    TM_ASSIGN_OR_RETURN(fs::path archive, archive_in(entry.path()));
+    const auto stage = underscore == std::string_view::npos ? 0u : static_cast<uint32_t>(std::stoul(std::string(stage_digits)));
+    found[{stage, static_cast<uint32_t>(std::stoul(std::string(rank_digits)))}] = std::move(archive);
   }
   if (ec) return Status::IoError(directory.string() + ": cannot list directory: " + ec.message());
-  if (ranks.empty()) return Status::NotFound(directory.string() + ": no mp_rank_XX directories");
-  std::vector<fs::path> archives;
-  for (const auto& [rank, archive] : ranks) {
-    if (rank != archives.size()) {
-      return Status::FormatError(directory.string() + ": tensor-parallel rank " + std::to_string(archives.size()) +
-                                 " is missing (mp_rank_" + (archives.size() < 10 ? "0" : "") + std::to_string(archives.size()) +
-                                 "), yet rank " + std::to_string(rank) + " is there");
-    }
-    archives.push_back(archive);
+  if (found.empty()) return Status::NotFound(directory.string() + ": no mp_rank_XX directories");
+  if (staged && plain) {
+    return Status::FormatError(directory.string() + ": holds both mp_rank_XX and mp_rank_XX_YYY directories; expected one layout");
   }
-  return archives;
+  RankGrid grid;
+  grid.staged = staged;
+  for (const auto& [key, archive] : found) {
+    grid.stages = std::max<size_t>(grid.stages, key.first + 1);
+    grid.tensor = std::max<size_t>(grid.tensor, key.second + 1);
+  }
+  for (size_t stage = 0; stage < grid.stages; ++stage) {
+    for (size_t rank = 0; rank < grid.tensor; ++rank) {
+      const auto it = found.find({static_cast<uint32_t>(stage), static_cast<uint32_t>(rank)});
+      if (it == found.end()) {
+        return Status::FormatError(directory.string() + ": " +
+                                   (staged ? "rank " + std::to_string(rank) + " of pipeline stage " + std::to_string(stage)
+                                           : "tensor-parallel rank " + std::to_string(rank)) +
+                                   " is missing (" + rank_prefix(grid, stage, rank).substr(0, rank_prefix(grid, stage, rank).size() - 1) +
+                                   "), yet the set has " + std::to_string(grid.tensor) + " ranks" +
+                                   (staged ? " and " + std::to_string(grid.stages) + " stages" : ""));
+      }
+      grid.archives.push_back(it->second);
+    }
+  }
+  return grid;
 }
 
 /// What the training arguments pickled beside the model say (Megatron's `args`, an argparse Namespace).
 struct TrainingArgs {
   bool swiglu = false;
   std::optional<int64_t> tensor_parallel_size;
+  std::optional<int64_t> pipeline_parallel_size;
 };
 
 TrainingArgs training_args(const pytorch::PickleTree& tree) {
   TrainingArgs args;
   const PickleValue* root = tree.root();
   if (root == nullptr || root->kind != PickleKind::kDict) return args;
-  const auto get = [](const PickleValue* dict, std::string_view key) -> const PickleValue* {
-    if (dict == nullptr) return nullptr;
-    for (const auto& [k, v] : dict->entries) {
-      if (k->kind == PickleKind::kString && k->text == key) return v;
-    }
-    return nullptr;
-  };
-  const PickleValue* namespace_object = get(root, "args");
+  const PickleValue* namespace_object = root->get("args");
   const PickleValue* fields = namespace_object != nullptr ? namespace_object->state : nullptr;
   if (fields == nullptr || fields->kind != PickleKind::kDict) return args;
-  if (const PickleValue* v = get(fields, "swiglu"); v != nullptr && v->kind == PickleKind::kBool) args.swiglu = v->boolean;
-  if (const PickleValue* v = get(fields, "tensor_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
+  if (const PickleValue* v = fields->get("swiglu"); v != nullptr && v->kind == PickleKind::kBool) args.swiglu = v->boolean;
+  if (const PickleValue* v = fields->get("tensor_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
     args.tensor_parallel_size = v->integer;
   }
+  if (const PickleValue* v = fields->get("pipeline_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
+    args.pipeline_parallel_size = v->integer;
+  }
   return args;
-}
-
-std::string rank_prefix(size_t rank) {
-  return std::string("mp_rank_") + (rank < 10 ? "0" : "") + std::to_string(rank) + "/";
 }
 
 /// The chunk of `part` (rank `rank`'s tensor) that starts at `start` rows of the global tensor,
@@ -200,104 +237,165 @@ bool is_tensor_parallel_directory(const fs::path& directory) {
   return false;
 }
 
+namespace {
+
+/// Where the layer number of `name` is ("decoder.layers.K." or any ".layers.K."): its digits'
+/// position and length; nullopt when the name has none.
+std::optional<std::pair<size_t, size_t>> layer_number(std::string_view name) {
+  const size_t at = name.find(".layers.");
+  if (at == std::string_view::npos) return std::nullopt;
+  const size_t begin = at + std::string_view(".layers.").size();
+  size_t end = begin;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == begin || end - begin > 6 || end >= name.size() || name[end] != '.') return std::nullopt;
+  return std::pair(begin, end - begin);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
   TM_ASSIGN_OR_RETURN(const fs::path iteration, iteration_directory(directory));
-  TM_ASSIGN_OR_RETURN(const std::vector<fs::path> archives, rank_archives(iteration));
-  std::vector<std::unique_ptr<Checkpoint>> ranks;
+  TM_ASSIGN_OR_RETURN(const RankGrid grid, rank_archives(iteration));
+  std::vector<std::unique_ptr<Checkpoint>> ranks;  // stage-major, as grid.archives
   std::vector<SourceFile> files;
-  for (const fs::path& archive : archives) {
+  for (const fs::path& archive : grid.archives) {
     TM_ASSIGN_OR_RETURN(auto rank, pytorch::open_file(archive));
     files.push_back(rank->files()[0]);
     ranks.push_back(std::move(rank));
   }
-  TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(archives[0]));
+  TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(grid.archives[0]));
   const TrainingArgs args = training_args(tree);
-  const size_t n = ranks.size();
+  const size_t n = grid.tensor;
   if (args.tensor_parallel_size && *args.tensor_parallel_size != static_cast<int64_t>(n)) {
-    return Status::FormatError(archives[0].string() + ": its args say tensor_model_parallel_size=" +
+    return Status::FormatError(grid.archives[0].string() + ": its args say tensor_model_parallel_size=" +
                                std::to_string(*args.tensor_parallel_size) + ", but " + iteration.string() + " holds " +
-                               std::to_string(n) + " ranks");
+                               std::to_string(n) + " ranks" + (grid.staged ? " per pipeline stage" : ""));
+  }
+  if (args.pipeline_parallel_size && *args.pipeline_parallel_size != static_cast<int64_t>(grid.stages)) {
+    return Status::FormatError(grid.archives[0].string() + ": its args say pipeline_model_parallel_size=" +
+                               std::to_string(*args.pipeline_parallel_size) + ", but " + iteration.string() + " holds " +
+                               std::to_string(grid.stages) + " pipeline stage" + (grid.stages == 1 ? "" : "s"));
   }
 
   std::vector<TensorInfo> tensors;
   std::vector<std::string> notes;
-  std::vector<std::string> per_rank_names;
+  std::vector<std::string> per_rank_names, repeated_names;
+  std::map<std::string, size_t> global_names;  // assembled name -> the stage that holds it
   uint64_t assembled = 0;
-  const auto list_per_rank = [&](const std::string& name) {
-    for (size_t r = 0; r < n; ++r) {
-      if (const TensorInfo* t = ranks[r]->find(name)) {
-        TensorInfo copy = *t;
-        copy.name = rank_prefix(r) + name;
-        copy.file = static_cast<uint32_t>(r);
+  uint64_t layer_offset = 0;  // layers of the stages before this one (each stage numbers its own from 0)
+  for (size_t stage = 0; stage < grid.stages; ++stage) {
+    const auto file_of = [&](size_t rank) { return static_cast<uint32_t>(stage * n + rank); };
+    const auto list_per_rank = [&](const std::string& name) {
+      for (size_t r = 0; r < n; ++r) {
+        if (const TensorInfo* t = ranks[file_of(r)]->find(name)) {
+          TensorInfo copy = *t;
+          copy.name = rank_prefix(grid, stage, r) + name;
+          copy.file = file_of(r);
+          tensors.push_back(std::move(copy));
+        }
+      }
+    };
+    uint64_t stage_layers = 0;
+    for (const TensorInfo& first : ranks[file_of(0)]->tensors()) {
+      const std::string& name = first.name;
+      if (!name.starts_with(kModelPrefix)) {
+        if (n == 1 && !grid.staged) {
+          tensors.push_back(first);
+        } else {
+          list_per_rank(name);
+        }
+        continue;
+      }
+      // A stage numbers its layers from 0: the whole model's number adds the layers before it.
+      std::string global = name;
+      if (const auto number = layer_number(name)) {
+        const uint64_t local = std::stoull(name.substr(number->first, number->second));
+        stage_layers = std::max(stage_layers, local + 1);
+        global = name.substr(0, number->first) + std::to_string(local + layer_offset) + name.substr(number->first + number->second);
+      }
+      if (const auto earlier = global_names.find(global); earlier != global_names.end()) {
+        // A later stage's copy (the output layer's tied embedding): kept per rank, not assembled twice.
+        repeated_names.push_back(global);
+        list_per_rank(name);
+        continue;
+      }
+      global_names.emplace(global, stage);
+      if (n == 1) {
+        TensorInfo copy = first;
+        copy.name = global;
+        copy.file = file_of(0);
         tensors.push_back(std::move(copy));
+        continue;
       }
-    }
-  };
-  for (const TensorInfo& first : ranks[0]->tensors()) {
-    const std::string& name = first.name;
-    if (n == 1) {
-      tensors.push_back(first);
-      continue;
-    }
-    if (!name.starts_with(kModelPrefix)) {
-      list_per_rank(name);
-      continue;
-    }
-    std::vector<const TensorInfo*> parts;
-    for (size_t r = 0; r < n; ++r) parts.push_back(ranks[r]->find(name));
-    const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
-      return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
-    });
-    const Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
-    const size_t dim = role == Role::kRow ? 1 : 0;
-    const bool splittable = role != Role::kReplicated && role != Role::kUnknown;
-    const DTypeInfo& info = dtype_info(first.dtype);
-    if (!alike || role == Role::kUnknown || (splittable && (first.shape.size() <= dim || info.block_elems != 1)) ||
-        (role == Role::kGatedColumn && first.shape[0] % 2 != 0)) {
-      per_rank_names.push_back(name);
-      list_per_rank(name);
-      continue;
-    }
-    if (role == Role::kReplicated) {
-      tensors.push_back(first);
-      continue;
-    }
-    TensorInfo whole;
-    whole.name = name;
-    whole.dtype = first.dtype;
-    whole.shape = first.shape;
-    whole.shape[dim] *= n;
-    whole.file = 0;
-    whole.offset = first.offset;
-    TM_ASSIGN_OR_RETURN(whole.nbytes, dtype_storage_bytes(whole.dtype, whole.elements()));
-    for (size_t r = 0; r < n; ++r) {
-      const auto file = static_cast<uint32_t>(r);
-      std::vector<uint64_t> start(whole.shape.size(), 0);
-      if (role == Role::kGatedColumn) {
-        // Rank r holds [gate rows r*h .. (r+1)*h; up rows r*h .. (r+1)*h] of [gate; up].
-        const uint64_t half = first.shape[0] / 2;
-        start[0] = r * half;
-        whole.chunks.push_back(chunk_of(*parts[r], file, start, 0, half));
-        start[0] = n * half + r * half;
-        whole.chunks.push_back(chunk_of(*parts[r], file, start, half, half));
-      } else {
-        start[dim] = r * first.shape[dim];
-        whole.chunks.push_back(chunk_of(*parts[r], file, start, 0, 0));
+      std::vector<const TensorInfo*> parts;
+      for (size_t r = 0; r < n; ++r) parts.push_back(ranks[file_of(r)]->find(name));
+      const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
+        return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
+      });
+      const Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
+      const size_t dim = role == Role::kRow ? 1 : 0;
+      const bool splittable = role != Role::kReplicated && role != Role::kUnknown;
+      const DTypeInfo& info = dtype_info(first.dtype);
+      if (!alike || role == Role::kUnknown || (splittable && (first.shape.size() <= dim || info.block_elems != 1)) ||
+          (role == Role::kGatedColumn && first.shape[0] % 2 != 0)) {
+        per_rank_names.push_back(global);
+        list_per_rank(name);
+        continue;
       }
+      if (role == Role::kReplicated) {
+        TensorInfo copy = first;
+        copy.name = global;
+        copy.file = file_of(0);
+        tensors.push_back(std::move(copy));
+        continue;
+      }
+      TensorInfo whole;
+      whole.name = global;
+      whole.dtype = first.dtype;
+      whole.shape = first.shape;
+      whole.shape[dim] *= n;
+      whole.file = file_of(0);
+      whole.offset = first.offset;
+      TM_ASSIGN_OR_RETURN(whole.nbytes, dtype_storage_bytes(whole.dtype, whole.elements()));
+      for (size_t r = 0; r < n; ++r) {
+        std::vector<uint64_t> start(whole.shape.size(), 0);
+        if (role == Role::kGatedColumn) {
+          // Rank r holds [gate rows r*h .. (r+1)*h; up rows r*h .. (r+1)*h] of [gate; up].
+          const uint64_t half = first.shape[0] / 2;
+          start[0] = r * half;
+          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, 0, half));
+          start[0] = n * half + r * half;
+          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, half, half));
+        } else {
+          start[dim] = r * first.shape[dim];
+          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, 0, 0));
+        }
+      }
+      assembled += 1;
+      tensors.push_back(std::move(whole));
     }
-    assembled += 1;
-    tensors.push_back(std::move(whole));
+    layer_offset += stage_layers;
   }
-  if (!per_rank_names.empty()) {
+  const auto names_text = [](const std::vector<std::string>& names) {
     std::string list;
-    for (size_t i = 0; i < std::min<size_t>(per_rank_names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(per_rank_names[i]);
-    if (per_rank_names.size() > 5) list += " and " + std::to_string(per_rank_names.size() - 5) + " more";
-    notes.push_back("listed per rank (mp_rank_XX/<name>): the split of " + list +
+    for (size_t i = 0; i < std::min<size_t>(names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(names[i]);
+    if (names.size() > 5) list += " and " + std::to_string(names.size() - 5) + " more";
+    return list;
+  };
+  const std::string per_rank_form = grid.staged ? "mp_rank_XX_YYY/<name>" : "mp_rank_XX/<name>";
+  if (!per_rank_names.empty()) {
+    notes.push_back("listed per rank (" + per_rank_form + "): the split of " + names_text(per_rank_names) +
                     " cannot be inferred from its layer's name, or its parts differ in dtype or shape across ranks");
   }
-  for (const std::string& note : ranks[0]->notes()) notes.push_back("mp_rank_00: " + note);
+  if (!repeated_names.empty()) {
+    notes.push_back("listed per rank (" + per_rank_form + "): " + names_text(repeated_names) +
+                    " also in a later pipeline stage (a tied embedding's copy); the whole tensor is the first stage's");
+  }
+  const std::string first_rank = rank_prefix(grid, 0, 0);
+  for (const std::string& note : ranks[0]->notes()) notes.push_back(first_rank.substr(0, first_rank.size() - 1) + ": " + note);
   std::vector<FormatFact> facts = {
       {"megatron.tensor_parallel_size", n, std::nullopt},
+      {"megatron.pipeline_parallel_size", grid.stages, std::nullopt},
       {"megatron.iteration_directory", iteration.filename().string(), std::nullopt},
       {"megatron.swiglu", args.swiglu, std::nullopt},
       {"megatron.tensors_assembled", assembled, std::nullopt},
