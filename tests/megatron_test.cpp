@@ -124,6 +124,61 @@ TEST(Megatron, AMissingRankOfAPipelineStageIsNamed) {
       << opened.status().to_string();
 }
 
+TEST(Megatron, AUserRuleJoinsATensorWhoseLayerNameDoesNotTellItsSplit) {
+  auto plain = open_checkpoint(fixture("tp2"));
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  const std::string name = "model.decoder.layers.0.mlp.mystery.weight";
+  std::string ranks_hex;
+  for (const char* rank : {"mp_rank_00/", "mp_rank_01/"}) {
+    const TensorInfo* part = (*plain)->find(rank + name);
+    ASSERT_NE(part, nullptr);
+    ranks_hex += to_hex(*(*plain)->tensor_bytes(*part));
+  }
+  OpenOptions rows;
+  rows.tensor_parallel_rules = {"*.mystery.weight=0", "*.never.matches=1"};
+  auto joined = open_checkpoint(fixture("tp2"), rows);
+  ASSERT_TRUE(joined.ok()) << joined.status().to_string();
+  const TensorInfo* whole = (*joined)->find(name);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole->shape, (std::vector<uint64_t>{8, 4}));
+  EXPECT_EQ(to_hex(*(*joined)->tensor_bytes(*whole)), ranks_hex);  // rank 0's rows, then rank 1's
+  EXPECT_EQ((*joined)->find("mp_rank_00/" + name), nullptr);
+  bool unmatched = false;
+  for (const std::string& note : (*joined)->notes()) unmatched |= note.find("'*.never.matches=1' matched no model tensor") != std::string::npos;
+  EXPECT_TRUE(unmatched);
+
+  OpenOptions columns;
+  columns.tensor_parallel_rules = {"*mystery*=1"};
+  auto by_column = open_checkpoint(fixture("tp2"), columns);
+  ASSERT_TRUE(by_column.ok()) << by_column.status().to_string();
+  EXPECT_EQ((*by_column)->find(name)->shape, (std::vector<uint64_t>{4, 8}));
+  OpenOptions replicated;
+  replicated.tensor_parallel_rules = {"*mystery*=replicated"};
+  auto copy = open_checkpoint(fixture("tp2"), replicated);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(to_hex(*(*copy)->tensor_bytes(*(*copy)->find(name))), ranks_hex.substr(0, ranks_hex.size() / 2));
+
+  for (const char* bad : {"*mystery*", "*mystery*=sideways", "=0"}) {
+    OpenOptions o;
+    o.tensor_parallel_rules = {bad};
+    auto refused = open_checkpoint(fixture("tp2"), o);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  OpenOptions too_deep;
+  too_deep.tensor_parallel_rules = {"*mystery*=2"};
+  auto refused = open_checkpoint(fixture("tp2"), too_deep);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has 2 dimensions"), std::string::npos) << refused.status().to_string();
+  // Every command takes the rule.
+  testing::TempDir temp;
+  const fs::path set = copy_of_set(temp);
+  const testing::CliResult info = testing::run_cli({"info", "--json", "--tp-split", "*mystery*=0", set.string()});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find(name), std::string::npos);
+  EXPECT_EQ(info.out.find("mp_rank_00/" + name), std::string::npos);
+}
+
 TEST(Megatron, StatsReadTheAssembledTensors) {
   testing::TempDir temp;
   const fs::path set = copy_of_set(temp);

@@ -25,6 +25,7 @@ struct Options {
   bool recompute = false;
   uint32_t threads = 0;
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 struct Row {
@@ -112,8 +113,9 @@ Command add_channels_command(CLI::App& app) {
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per channel")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() {
-            auto ckpt = open_or_report(opt->path);
+            auto ckpt = open_or_report(opt->path, opt->open);
             if (!ckpt) return static_cast<int>(kExitUserError);
             const auto tensors = select_tensors_or_report(*ckpt, opt->globs);
             if (!tensors) return static_cast<int>(kExitUserError);

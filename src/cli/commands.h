@@ -9,6 +9,7 @@
 
 #include "index/index_builder.h"
 #include "engine/compute_session.h"
+#include "tensormorph/open.h"
 #include "engine/tensor_ops.h"
 #include <optional>
 #include <string>
@@ -61,7 +62,10 @@ Command add_serve_command(CLI::App& app);
 int print_index_info(const std::filesystem::path& path, bool json);
 
 /// Opens a checkpoint for a command, printing the error when it fails; nullptr then.
-std::unique_ptr<Checkpoint> open_or_report(const std::string& path);
+std::unique_ptr<Checkpoint> open_or_report(const std::string& path, const OpenOptions& options);
+
+/// Adds --tp-split (OpenOptions::tensor_parallel_rules) to a command that opens checkpoints.
+void add_open_options(CLI::App* sub, OpenOptions& options);
 
 /// `--compute` and `--explain`, shared by every command that runs operations.
 struct ComputeOptions {

@@ -80,8 +80,8 @@ void warn_unkept(const Status& kept) {
             << "): they will be computed again next time\n";
 }
 
-std::unique_ptr<Checkpoint> open_or_report(const std::string& path) {
-  auto opened = open_checkpoint(path);
+std::unique_ptr<Checkpoint> open_or_report(const std::string& path, const OpenOptions& options) {
+  auto opened = open_checkpoint(path, options);
   if (!opened.ok()) {
     print_error(opened.status().message());
     return nullptr;
@@ -92,6 +92,12 @@ std::unique_ptr<Checkpoint> open_or_report(const std::string& path) {
 }  // namespace tensormorph::cli
 
 namespace tensormorph::cli {
+
+void add_open_options(CLI::App* sub, OpenOptions& options) {
+  sub->add_option("--tp-split", options.tensor_parallel_rules,
+                  "How a Megatron set's tensor-parallel parts join where the layer name does not tell: GLOB=DIM, "
+                  "GLOB=gated or GLOB=replicated (repeatable; the first match wins)");
+}
 
 void add_compute_options(CLI::App* sub, ComputeOptions& options) {
   sub->add_option("--compute", options.spec,

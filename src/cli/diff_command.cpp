@@ -32,6 +32,7 @@ struct Options {
   bool csv = false;
   uint32_t threads = 0;
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 
@@ -148,9 +149,9 @@ int run_diff(const Options& opt) {
     print_error("--sort '" + opt.sort + "' is not a metric");
     return kExitUsage;
   }
-  auto a = open_or_report(opt.a);
+  auto a = open_or_report(opt.a, opt.open);
   if (!a) return kExitUserError;
-  auto b = open_or_report(opt.b);
+  auto b = open_or_report(opt.b, opt.open);
   if (!b) return kExitUserError;
   engine::NameMapping mapping;
   if (!opt.map.empty()) {
@@ -287,6 +288,7 @@ Command add_diff_command(CLI::App& app) {
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per tensor")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() { return run_diff(*opt); }};
 }
 

@@ -25,6 +25,7 @@ struct Options {
   std::string output;
   std::string dtype = "float32";
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 /// NumPy's name for a stored element type that has one (not BF16, F8, block types, ...).
@@ -133,8 +134,9 @@ Command add_export_command(CLI::App& app) {
                   "float32 (decoded; the default) or stored (the stored elements, exact, for types NumPy has)")
       ->check(CLI::IsMember({"float32", "stored"}));
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() {
-            auto ckpt = open_or_report(opt->path);
+            auto ckpt = open_or_report(opt->path, opt->open);
             if (!ckpt) return static_cast<int>(kExitUserError);
             const TensorInfo* t = ckpt->find(opt->tensor);
             if (t == nullptr) {

@@ -25,6 +25,7 @@ struct Options {
   std::string index_path;
   bool verify = false;
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 }  // namespace
@@ -86,8 +87,9 @@ Command add_index_command(CLI::App& app) {
                 "Re-read every tensor and compare with the index, even where the files look unchanged "
                 "(same size and time): docs/INDEX.md says what the quick check cannot see");
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() {
-            auto ckpt = open_or_report(opt->path);
+            auto ckpt = open_or_report(opt->path, opt->open);
             if (!ckpt) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);

@@ -27,6 +27,7 @@ struct Options {
   std::string path;
   bool json = false;
   bool full_metadata = false;
+  OpenOptions open;
 };
 
 nlohmann::ordered_json shortened(const nlohmann::ordered_json& value, bool full) {
@@ -197,8 +198,9 @@ Command add_info_command(CLI::App& app) {
   sub->add_option("path", opt->path, "Checkpoint file, model.safetensors.index.json, or directory")->required();
   sub->add_flag("--json", opt->json, "Print the stable JSON form (schema tensormorph.info/1)");
   sub->add_flag("--full-metadata", opt->full_metadata, "Print metadata arrays in full");
+  add_open_options(sub, opt->open);
   return {sub, [opt]() {
-            auto ckpt = open_or_report(opt->path);
+            auto ckpt = open_or_report(opt->path, opt->open);
             if (!ckpt) return static_cast<int>(kExitUserError);
             if (index::is_index_file(*ckpt)) return print_index_info(ckpt->files()[0].path, opt->json);
             if (opt->json) std::cout << json_text(to_json(*ckpt, *opt), 2) << "\n";

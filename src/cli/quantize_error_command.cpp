@@ -30,6 +30,7 @@ struct Options {
   bool csv = false;
   uint32_t threads = 0;
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 /// One measured (tensor, type).
@@ -154,10 +155,10 @@ int run(const Options& opt) {
     }
     types = *parsed;
   }
-  auto ckpt = open_or_report(opt.path);
+  auto ckpt = open_or_report(opt.path, opt.open);
   if (!ckpt) return kExitUserError;
   std::unique_ptr<Checkpoint> ref;
-  if (!opt.reference.empty() && !(ref = open_or_report(opt.reference))) return kExitUserError;
+  if (!opt.reference.empty() && !(ref = open_or_report(opt.reference, opt.open))) return kExitUserError;
   auto session = open_session_or_report(opt.compute);
   if (!session) return kExitUserError;
 
@@ -305,6 +306,7 @@ Command add_quantize_error_command(CLI::App& app) {
   sub->add_flag("--csv", opt->csv, "Print CSV, one line per tensor and type")->excludes(json);
   sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() { return run(*opt); }};
 }
 

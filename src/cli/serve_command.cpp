@@ -85,6 +85,7 @@ Command add_serve_command(CLI::App& app) {
   sub->add_flag("--no-index", args->no_index, "Do not build or refresh the index in the background");
   sub->add_option("--compute", args->compute.spec, "Placement constraints: prefer=X,never=Y,only=Z or auto");
   sub->add_option("--plugin-dir", args->compute.plugin_dirs, "Extra plugin directories to search (before plugins.path)");
+  add_open_options(sub, args->options.open);
   return {sub, [args] { return run_serve(*args); }};
 }
 

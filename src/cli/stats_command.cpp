@@ -26,6 +26,7 @@ struct Options {
   uint32_t tile = engine::kDefaultTile;
   uint32_t threads = 0;
   ComputeOptions compute;
+  OpenOptions open;
 };
 
 // Summary of one tensor. NaN and ±Inf are counted, never folded into min/max/mean.
@@ -291,8 +292,9 @@ Command add_stats_command(CLI::App& app) {
       ->check(CLI::Range(8u, 4096u));
   sub->add_option("--threads", opt->threads, "Threads when the index must be built (default: all cores)");
   add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
   return {sub, [opt]() {
-            auto ckpt = open_or_report(opt->path);
+            auto ckpt = open_or_report(opt->path, opt->open);
             if (!ckpt) return static_cast<int>(kExitUserError);
             // Patterns that match nothing fail before the index is built or read.
             const auto selected = select_tensors_or_report(*ckpt, opt->globs);

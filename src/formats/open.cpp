@@ -108,12 +108,12 @@ Result<DetectedFormat> detect_format(const fs::path& path) {
   return DetectedFormat::kUnknown;
 }
 
-Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path) {
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path, const OpenOptions& options) {
   std::error_code ec;
   fs::path target = path;
   if (fs::is_directory(path, ec)) {
     if (dcp::is_dcp_directory(path)) return dcp::open_directory(path);
-    if (megatron::is_tensor_parallel_directory(path)) return megatron::open_directory(path);
+    if (megatron::is_tensor_parallel_directory(path)) return megatron::open_directory(path, options.tensor_parallel_rules);
     TM_ASSIGN_OR_RETURN(target, resolve_directory(path));
   } else if (!fs::exists(path, ec)) {
     return Status::NotFound(path.string() + ": no such file or directory");

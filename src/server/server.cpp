@@ -90,7 +90,7 @@ Result<std::unique_ptr<ViewerServer>> ViewerServer::create(const std::vector<std
   if (paths.empty()) return Status::InvalidArgument("serve needs at least one checkpoint");
   std::vector<std::unique_ptr<Checkpoint>> checkpoints;
   for (const auto& path : paths) {
-    TM_ASSIGN_OR_RETURN(auto opened, open_checkpoint(path));
+    TM_ASSIGN_OR_RETURN(auto opened, open_checkpoint(path, options.open));
     checkpoints.push_back(std::move(opened));
   }
   std::unique_ptr<ViewerServer> server(new ViewerServer());

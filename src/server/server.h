@@ -9,6 +9,7 @@
 
 #include "engine/compute_session.h"
 #include "server/connection_limits.h"
+#include "tensormorph/open.h"
 #include "tensormorph/status.h"
 
 namespace tensormorph::server {
@@ -24,6 +25,7 @@ struct ServerOptions {
   std::filesystem::path web_dir;                    ///< the built web UI (web/dist)
   bool build_index = true;                          ///< index the checkpoints in the background
   ConnectionLimits limits;                          ///< deadlines and queue bounds (workers: `threads`)
+  OpenOptions open;                                 ///< how the checkpoints are opened (--tp-split)
 };
 
 class ApiContext;

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "tensormorph/checkpoint.h"
 
@@ -15,7 +17,10 @@ namespace tensormorph::megatron {
 bool is_tensor_parallel_directory(const std::filesystem::path& directory);
 
 /// Opens the set: `directory` holds the `mp_rank_XX` directories, or names the latest iteration's
-/// directory in its `latest_checkpointed_iteration.txt`.
-Result<std::unique_ptr<Checkpoint>> open_directory(const std::filesystem::path& directory);
+/// directory in its `latest_checkpointed_iteration.txt`. `rules` ("GLOB=DIM", "GLOB=gated",
+/// "GLOB=replicated"; OpenOptions::tensor_parallel_rules) say how tensors assemble where the
+/// layer's name does not tell it; a malformed rule is INVALID_ARGUMENT.
+Result<std::unique_ptr<Checkpoint>> open_directory(const std::filesystem::path& directory,
+                                                   std::span<const std::string> rules = {});
 
 }  // namespace tensormorph::megatron

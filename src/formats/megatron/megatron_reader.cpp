@@ -4,6 +4,8 @@
 // (query_key_value, dense_h_to_4h, ...) and Megatron-core (linear_qkv, linear_fc1, ...).
 #include "formats/megatron/megatron.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -106,7 +108,7 @@ struct RankGrid {
 
 /// "mp_rank_XX/" or, in a set with pipeline stages, "mp_rank_XX_YYY/".
 std::string rank_prefix(const RankGrid& grid, size_t stage, size_t rank) {
-  char name[32];
+  char name[64];
   if (grid.staged) {
     std::snprintf(name, sizeof name, "mp_rank_%02zu_%03zu/", rank, stage);
   } else {
@@ -241,6 +243,41 @@ namespace {
 
 /// Where the layer number of `name` is ("decoder.layers.K." or any ".layers.K."): its digits'
 /// position and length; nullopt when the name has none.
+/// A user's rule for tensors whose layer name does not tell their split (OpenOptions).
+struct UserRule {
+  std::string text;  ///< as given
+  std::string glob;
+  Role role = Role::kColumn;
+  size_t dim = 0;
+  uint64_t matched = 0;
+};
+
+Result<std::vector<UserRule>> parse_rules(std::span<const std::string> rules) {
+  std::vector<UserRule> parsed;
+  for (const std::string& text : rules) {
+    const size_t eq = text.rfind('=');
+    UserRule rule;
+    rule.text = text;
+    rule.glob = eq == std::string::npos ? "" : text.substr(0, eq);
+    const std::string how = eq == std::string::npos ? "" : text.substr(eq + 1);
+    if (how == "replicated") {
+      rule.role = Role::kReplicated;
+    } else if (how == "gated") {
+      rule.role = Role::kGatedColumn;
+    } else if (all_digits(how) && how.size() <= 2) {
+      rule.dim = std::stoul(how);
+    } else {
+      rule.glob.clear();
+    }
+    if (rule.glob.empty()) {
+      return Status::InvalidArgument("tensor-parallel rule " + quoted_name(text, 80) +
+                                     ": expected GLOB=DIM (a dimension number), GLOB=gated or GLOB=replicated");
+    }
+    parsed.push_back(std::move(rule));
+  }
+  return parsed;
+}
+
 std::optional<std::pair<size_t, size_t>> layer_number(std::string_view name) {
   const size_t at = name.find(".layers.");
   if (at == std::string_view::npos) return std::nullopt;
@@ -253,7 +290,8 @@ std::optional<std::pair<size_t, size_t>> layer_number(std::string_view name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
+Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, std::span<const std::string> rules) {
+  TM_ASSIGN_OR_RETURN(std::vector<UserRule> user_rules, parse_rules(rules));
   TM_ASSIGN_OR_RETURN(const fs::path iteration, iteration_directory(directory));
   TM_ASSIGN_OR_RETURN(const RankGrid grid, rank_archives(iteration));
   std::vector<std::unique_ptr<Checkpoint>> ranks;  // stage-major, as grid.archives
@@ -332,8 +370,22 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
       const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
         return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
       });
-      const Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
-      const size_t dim = role == Role::kRow ? 1 : 0;
+      Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
+      size_t dim = role == Role::kRow ? 1 : 0;
+      const auto rule = std::find_if(user_rules.begin(), user_rules.end(), [&](const UserRule& r) {
+        return fnmatch(r.glob.c_str(), global.c_str(), 0) == 0;
+      });
+      if (rule != user_rules.end()) {
+        role = rule->role;
+        dim = rule->dim;
+        ++rule->matched;
+        if (role != Role::kReplicated && dim >= first.shape.size()) {
+          return Status::InvalidArgument("tensor-parallel rule " + quoted_name(rule->text, 80) + ": tensor " + quoted_name(global) +
+                                         " has " + std::to_string(first.shape.size()) + " dimension" +
+                                         (first.shape.size() == 1 ? "" : "s") + ", so it cannot be joined along dim " +
+                                         std::to_string(dim));
+        }
+      }
       const bool splittable = role != Role::kReplicated && role != Role::kUnknown;
       const DTypeInfo& info = dtype_info(first.dtype);
       if (!alike || role == Role::kUnknown || (splittable && (first.shape.size() <= dim || info.block_elems != 1)) ||
@@ -391,6 +443,11 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
     notes.push_back("listed per rank (" + per_rank_form + "): " + names_text(repeated_names) +
                     " also in a later pipeline stage (a tied embedding's copy); the whole tensor is the first stage's");
   }
+  uint64_t by_rule = 0;
+  for (const UserRule& rule : user_rules) {
+    by_rule += rule.matched;
+    if (rule.matched == 0) notes.push_back("tensor-parallel rule " + quoted_name(rule.text, 80) + " matched no model tensor");
+  }
   const std::string first_rank = rank_prefix(grid, 0, 0);
   for (const std::string& note : ranks[0]->notes()) notes.push_back(first_rank.substr(0, first_rank.size() - 1) + ": " + note);
   std::vector<FormatFact> facts = {
@@ -400,6 +457,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
       {"megatron.swiglu", args.swiglu, std::nullopt},
       {"megatron.tensors_assembled", assembled, std::nullopt},
       {"megatron.tensors_per_rank", per_rank_names.size(), std::nullopt},
+      {"megatron.tensors_by_user_rule", by_rule, std::nullopt},
   };
   return std::make_unique<Checkpoint>(CheckpointFormat::kMegatron, directory, std::move(files), std::move(tensors),
                                       std::vector<MetadataEntry>{}, std::move(notes), std::move(facts));
