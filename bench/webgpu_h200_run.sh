@@ -23,4 +23,4 @@ for run in 1 2; do
   "$pack/bench/webgpu_resident_bench" --mib 1024 --reps 10 --cuda "$pack/plugins/libtm_cuda.so" 2>&1 | tee "$out/resident_$run.txt"
 done
 # One operation split between the CPU and CUDA: a 20 GB BF16 set, a third resident on the GPU.
-timeout 300 "$pack/bench/split_bench" --gib 20 --resident 0.3333 --plugins "$pack/plugins" 2>&1 | tee "$out/split.txt"
+timeout 300 "$pack/bench/split_bench" --gib 20 --resident 0.3333 --plugins "$pack/plugins" --device cuda 2>&1 | tee "$out/split.txt"
