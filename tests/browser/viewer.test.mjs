@@ -213,6 +213,13 @@ try {
   check(fs.readFileSync(config, 'utf8').includes(String(64 * 2 ** 30)), '"Save as default" persists the memory budget');
   await page.fill('#budget-memory_budget', '');
   await page.press('#budget-memory_budget', 'Enter');
+  // Splitting one operation across backends is a running-server setting too.
+  await page.click('#split-setting button[data-value="off"]');
+  await page.waitForFunction(() => document.querySelector('#split-setting button[data-value="off"]').getAttribute('aria-checked') === 'true', null, { timeout: 10000 });
+  const splitOff = await page.evaluate(() => fetch('/api/settings').then((r) => r.json()).then((s) => s.running['compute.split']));
+  check(splitOff === 'off', `the split control sets compute.split on the running server (${splitOff})`);
+  await page.click('#split-setting button[data-value="auto"]');
+  await page.waitForFunction(() => document.querySelector('#split-setting button[data-value="auto"]').getAttribute('aria-checked') === 'true', null, { timeout: 10000 });
   await page.keyboard.press('Escape');
 
   // A foreign page cannot change the settings (Chromium's private-network checks are off here, so

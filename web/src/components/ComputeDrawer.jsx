@@ -145,6 +145,30 @@ function Budget({ settingsKey, label, placeholder, help }) {
   );
 }
 
+/** compute.split: whether one operation may run in parts on several backends at once. */
+function SplitSetting() {
+  const [value, setValue] = useState(null);
+  const [note, setNote] = useState(null);
+  useEffect(() => { api('/api/settings').then((s) => setValue((s.running || s.values)['compute.split'] || 'auto'), () => {}); }, []);
+  const choose = async (v) => {
+    try {
+      const r = await api('/api/settings', null, { body: { key: 'compute.split', value: v } });
+      setValue(v);
+      setNote({ ok: `applies ${r.applies}` });
+    } catch (e) { setNote({ error: e }); }
+  };
+  if (value === null) return null;
+  return (
+    <div class="field" title="auto: when several backends can compute an operation and the model says they finish sooner together, it runs in parts on them at once, merged bit for bit; off: every operation runs whole on one backend">
+      <span>split an operation across backends</span>
+      <Segmented id="split-setting" label="split operations" value={value} onChange={choose}
+        options={[{ value: 'auto', label: 'auto' }, { value: 'off', label: 'off' }]} />
+      {note && note.ok && <span class="dim">{note.ok}</span>}
+      {note && note.error && <span class="bad">{note.error.message}</span>}
+    </div>
+  );
+}
+
 function Records({ c }) {
   const [filter, setFilter] = useState('');
   const [grouped, setGrouped] = useState(true);
@@ -199,7 +223,7 @@ export function ComputeDrawer() {
       const { prefer, never, only } = c.constraints;
       await api('/api/compute', null, { body: { prefer, never, only, persist: true } });
       const { running } = await api('/api/settings');
-      for (const key of ['compute.memory_budget', 'compute.time_budget']) {
+      for (const key of ['compute.memory_budget', 'compute.time_budget', 'compute.split']) {
         if (running[key] !== undefined) await api('/api/settings', null, { body: { key, value: running[key] || '0', persist: true } });
       }
       setSaveNote({ ok: `saved to ${c.settings_file}` });
@@ -220,6 +244,7 @@ export function ComputeDrawer() {
         <div class="budgets">
           <Budget settingsKey="compute.memory_budget" label="memory per operation" placeholder="unlimited" help="bytes, or with K, M, G, T (binary units); empty: unlimited. Over it, exact results ask for consent." />
           <Budget settingsKey="compute.time_budget" label="time per operation" placeholder="unlimited" help="e.g. 30s or 500ms; empty: unlimited. Over it, exact results ask for consent." />
+          <SplitSetting />
         </div>
         <div class="row">
           <button type="button" id="save-default" title={`write the constraints and budgets to ${c.settings_file}`} onClick={save}>Save as default</button>
