@@ -159,7 +159,7 @@ const TM_PluginApi* ref_api(const std::string& name) {
   };
   api.buffer_free = [](TM_Backend*, TM_Buffer* b) { delete reinterpret_cast<RefBuffer*>(b); };
   api.buffer_write = [](TM_Backend* b, TM_Buffer* buffer, uint64_t offset, const void* src, uint64_t bytes) -> TM_Error* {
-    std::memcpy(reinterpret_cast<RefBuffer*>(buffer)->bytes.data() + offset, src, bytes);
+    if (bytes > 0) std::memcpy(reinterpret_cast<RefBuffer*>(buffer)->bytes.data() + offset, src, bytes);
     cfg(b)->bytes_written_to_buffers += bytes;
     return nullptr;
   };
