@@ -595,17 +595,7 @@ Status channel_stats(const ops::MatrixView& matrix, std::span<TM_TileStats> rows
   }
   for (uint64_t c = 0; c < cols; ++c) {
     TM_TileStats t = ops::empty_tile_stats();
-    for (uint64_t b = 0; b < real_blocks; ++b) {
-      const TM_TileStats& p = block_cols[b * cols + c];
-      t.count += p.count;
-      t.nan += p.nan;
-      t.pos_inf += p.pos_inf;
-      t.neg_inf += p.neg_inf;
-      t.zeros += p.zeros;
-      t.min = ops::ordered_min(t.min, p.min);
-      t.max = ops::ordered_max(t.max, p.max);
-      t.absmax = std::max(t.absmax, p.absmax);
-    }
+    for (uint64_t b = 0; b < real_blocks; ++b) ops::add_counts_and_extremes(t, block_cols[b * cols + c]);
     t.sum = sums.root()[c];
     t.sum_sq = squares.root()[c];
     cols_out[c] = t;

@@ -230,14 +230,7 @@ Status channel_merge(const SplitInstance& w, std::span<const PartResult> parts, 
     std::fill(sq.begin(), sq.end(), 0.0);
     for (size_t j = 0; j < parts.size(); ++j) {
       const TM_TileStats& s = part_cols[j * cols + c];
-      m.count += s.count;
-      m.nan += s.nan;
-      m.pos_inf += s.pos_inf;
-      m.neg_inf += s.neg_inf;
-      m.zeros += s.zeros;
-      m.min = ordered_min(m.min, s.min);
-      m.max = ordered_max(m.max, s.max);
-      m.absmax = std::max(m.absmax, s.absmax);
+      add_counts_and_extremes(m, s);
       double total = s.sum, squares = s.sum_sq;
       if (j + 1 == parts.size()) {
         for (uint64_t width = std::bit_ceil(last_rows); width < block; width *= 2) {

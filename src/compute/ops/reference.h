@@ -98,6 +98,10 @@ double halving_sum(std::span<double> slots);
 Status tile_stats_reference(const MatrixView& matrix, const ViewRange& range, uint32_t tile,
                             std::span<TM_TileStats> out);
 
+/// Adds `from`'s counts to `into` and combines their extremes (-0.0 below +0.0, +0.0 above -0.0);
+/// the sums are left to the caller, whose order defines them.
+void add_counts_and_extremes(TM_TileStats& into, const TM_TileStats& from);
+
 /// The pyramid's 2x2 merge in the canonical order (top_left + top_right) + (bottom_left +
 /// bottom_right); pass empty_tile_stats() for children outside the grid.
 TM_TileStats merge_tile_stats(const TM_TileStats& top_left, const TM_TileStats& top_right,

@@ -168,19 +168,21 @@ Status tile_stats_reference(const MatrixView& matrix, const ViewRange& range, ui
   return Status::Ok();
 }
 
+void add_counts_and_extremes(TM_TileStats& into, const TM_TileStats& from) {
+  into.count += from.count;
+  into.nan += from.nan;
+  into.pos_inf += from.pos_inf;
+  into.neg_inf += from.neg_inf;
+  into.zeros += from.zeros;
+  into.min = ordered_min(into.min, from.min);
+  into.max = ordered_max(into.max, from.max);
+  into.absmax = std::max(into.absmax, from.absmax);
+}
+
 TM_TileStats merge_tile_stats(const TM_TileStats& top_left, const TM_TileStats& top_right,
                               const TM_TileStats& bottom_left, const TM_TileStats& bottom_right) {
   TM_TileStats m = empty_tile_stats();
-  for (const TM_TileStats* c : {&top_left, &top_right, &bottom_left, &bottom_right}) {
-    m.count += c->count;
-    m.nan += c->nan;
-    m.pos_inf += c->pos_inf;
-    m.neg_inf += c->neg_inf;
-    m.zeros += c->zeros;
-    m.min = ordered_min(m.min, c->min);
-    m.max = ordered_max(m.max, c->max);
-    m.absmax = std::max(m.absmax, c->absmax);
-  }
+  for (const TM_TileStats* c : {&top_left, &top_right, &bottom_left, &bottom_right}) add_counts_and_extremes(m, *c);
   m.sum = (top_left.sum + top_right.sum) + (bottom_left.sum + bottom_right.sum);
   m.sum_sq = (top_left.sum_sq + top_right.sum_sq) + (bottom_left.sum_sq + bottom_right.sum_sq);
   return m;
