@@ -51,6 +51,21 @@ TEST(SplitPlan, RunsWholeWhenTheSplitDoesNotPay) {
   EXPECT_EQ(plan_split(even, 100, SplitPolicy{}).shares.size(), 2u);
 }
 
+TEST(SplitPlan, ADeviceWhoseCopiesCostTheHostMoreThanTheWorkDoesNotShareIt) {
+  // The CPU does the whole in 5 ms; the device's copies alone take 8.5 ms of the host's memory.
+  const SplitOption copy_bound[] = {{0, 5e6, true, 0}, {1, 8.6e6, false, 8.5e6}};
+  EXPECT_TRUE(plan_split(copy_bound, 80, SplitPolicy{}).shares.empty());
+  // Resident on the device (no copies): its share runs beside the CPU's.
+  const SplitOption resident[] = {{0, 5e6, true, 0}, {1, 8.6e6, false, 0}};
+  const SplitPlan plan = plan_split(resident, 80, SplitPolicy{});
+  ASSERT_EQ(plan.shares.size(), 2u);
+  // Cheap copies: the host's total (its share plus the copies) still undercuts the CPU alone.
+  const SplitOption cheap_copies[] = {{0, 5e6, true, 0}, {1, 4e6, false, 1e6}};
+  const SplitPlan cheap = plan_split(cheap_copies, 80, SplitPolicy{});
+  ASSERT_EQ(cheap.shares.size(), 2u);
+  EXPECT_LT(cheap.estimated_ns, 4e6);
+}
+
 TEST(SplitPlan, BackendsOnTheHostsCoresDoNotShareAnOperation) {
   const SplitOption options[] = {{0, 10e6, true}, {1, 12e6, true}, {2, 11e6, false}};
   const SplitPlan plan = plan_split(options, 64, SplitPolicy{});

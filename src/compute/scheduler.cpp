@@ -685,7 +685,7 @@ Result<std::optional<Placement>> Scheduler::run_split(const OpRequest& request, 
   std::vector<SplitOption> options;
   for (size_t i = 0; i < exact.size(); ++i) {
     if (!any_preferred || named_in(exact[i].backend->name(), constraints.prefer)) {
-      options.push_back({i, exact[i].total_ns, exact[i].backend->traits().runs_on_host_cores != 0});
+      options.push_back({i, exact[i].total_ns, exact[i].backend->traits().runs_on_host_cores != 0, exact[i].transfer_ns});
     }
   }
   const SplitPlan plan = plan_split(options, granules, policy);

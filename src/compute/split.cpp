@@ -39,24 +39,28 @@ SplitPlan plan_split(std::span<const SplitOption> options, uint64_t granules, co
     break;
   }
   const double best = std::min_element(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.whole_ns < b.whole_ns; })->whole_ns;
-  const double together = 1.0 / total_rate();
-  if (best < policy.min_whole_ns || together > (1.0 - policy.min_gain) * best) return plan;
+  if (best < policy.min_whole_ns) return plan;
 
-  // Cumulative boundaries rounded to granules, each share at least one granule.
+  // Cumulative boundaries rounded to granules, each share at least one granule; the host's memory
+  // carries the host-core shares and every device share's copies.
   const double rate = total_rate();
-  double cumulative = 0;
+  double cumulative = 0, host_ns = 0;
   uint64_t begin = 0;
   for (size_t i = 0; i < kept.size(); ++i) {
     cumulative += 1.0 / kept[i].whole_ns;
     const uint64_t remaining_shares = kept.size() - i - 1;
     uint64_t end = i + 1 == kept.size() ? granules : static_cast<uint64_t>(std::llround(static_cast<double>(granules) * (cumulative / rate)));
     end = std::clamp<uint64_t>(end, begin + 1, granules - remaining_shares);
-    const double ns = kept[i].whole_ns * static_cast<double>(end - begin) / static_cast<double>(granules);
+    const double fraction = static_cast<double>(end - begin) / static_cast<double>(granules);
+    const double ns = kept[i].whole_ns * fraction;
     plan.shares.push_back({kept[i].candidate, begin, end, ns});
     plan.estimated_ns = std::max(plan.estimated_ns, ns);
+    host_ns += fraction * (kept[i].host_cores ? kept[i].whole_ns : std::clamp(kept[i].transfer_ns, 0.0, kept[i].whole_ns));
     begin = end;
   }
+  plan.estimated_ns = std::max(plan.estimated_ns, host_ns);
   plan.best_whole_ns = best;
+  if (plan.estimated_ns > (1.0 - policy.min_gain) * best) return SplitPlan{};
   return plan;
 }
 

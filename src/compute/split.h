@@ -30,6 +30,7 @@ struct SplitOption {
   size_t candidate = 0;  ///< the caller's index of the backend
   double whole_ns = 0;   ///< modelled time (compute and transfers) of the whole operation there
   bool host_cores = false;  ///< it computes on the host's own cores (TM_DeviceTraits::runs_on_host_cores)
+  double transfer_ns = 0;   ///< the part of whole_ns spent copying through host memory (0 when resident or host-visible)
 };
 
 /// The granules one backend takes.
@@ -49,8 +50,11 @@ struct SplitPlan {
 /// Shares proportional to each backend's speed on the whole (so that all finish together under a
 /// linear model), dropping backends below the policy's minimum share and all but the fastest of
 /// those on the host's cores (unless the policy lets them share); every share holds at least
-/// one granule. Empty when fewer than two backends remain, there are fewer than two granules, or
-/// the policy says the split does not pay.
+/// one granule. The host's memory is shared too: a device's copies through it and a host-core
+/// backend's pass over it do not overlap for free, so the split is modelled as the slower of the
+/// slowest share and the host's total (host-core shares plus every device share's copies). Empty
+/// when fewer than two backends remain, there are fewer than two granules, or the policy says the
+/// split does not pay.
 SplitPlan plan_split(std::span<const SplitOption> options, uint64_t granules, const SplitPolicy& policy);
 
 /// The shape of `request`, as split rules see it.
