@@ -484,14 +484,37 @@ Result<PlacementEstimate> Scheduler::estimate(const OpRequest& request) {
 
 Result<Placement> Scheduler::run(const OpRequest& original) { return place(original, {}, true); }
 
-PlacementRecord Scheduler::record_of(const Candidate& chosen, const OpRequest& request, const std::string& op,
-                                     const TM_ExecutionReport& report, double measured_ns, uint64_t bytes_moved,
-                                     const std::vector<CandidateVerdict>& verdicts) const {
+namespace {
+
+// A record of `op` on `request`'s subject: what it served, before where and how it ran.
+PlacementRecord record_of_subject(const OpRequest& request, const std::string& op) {
   PlacementRecord record;
   record.op = op;
   record.tensor = request.subject;
   record.dtype = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
   record.shape = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
+  return record;
+}
+
+}  // namespace
+
+void Scheduler::learn(const Candidate& chosen, const std::string& op, const TM_ExecutionReport& report,
+                      double measured_ns) {
+  if (!options_.calibrate) return;
+  cost_model_.observe(chosen.backend->name(), op, chosen.estimate.compute_ns,
+                      report.device_ns > 0 ? report.device_ns : measured_ns - chosen.transfer_ns);
+}
+
+void Scheduler::note_failure(const Backend& backend, const Status& failure) {
+  if (failure.code() != StatusCode::kDeviceLost) return;
+  const_cast<Backend&>(backend).mark_lost(failure.message());
+  residency_.drop_backend(backend);
+}
+
+PlacementRecord Scheduler::record_of(const Candidate& chosen, const OpRequest& request, const std::string& op,
+                                     const TM_ExecutionReport& report, double measured_ns, uint64_t bytes_moved,
+                                     const std::vector<CandidateVerdict>& verdicts) const {
+  PlacementRecord record = record_of_subject(request, op);
   record.backend = chosen.backend->name();
   record.estimated_ns = chosen.total_ns;
   record.measured_ns = measured_ns;
@@ -592,20 +615,14 @@ Result<Placement> Scheduler::place(const OpRequest& original, std::vector<const 
 
     if (!report.ok()) {
       if (!retryable(report.status().code())) return report.status();
-      if (report.status().code() == StatusCode::kDeviceLost) {
-        const_cast<Backend*>(chosen.backend)->mark_lost(report.status().message());
-        residency_.drop_backend(*chosen.backend);
-      }
+      note_failure(*chosen.backend, report.status());
       failed.push_back(chosen.backend);
       fallback_note += (fallback_note.empty() ? "" : "; ") + std::string("fallback from ") +
                        chosen.backend->name() + ": " + report.status().to_string();
       continue;
     }
 
-    if (options_.calibrate) {
-      cost_model_.observe(chosen.backend->name(), op, chosen.estimate.compute_ns,
-                          report->device_ns > 0 ? report->device_ns : measured_ns - chosen.transfer_ns);
-    }
+    learn(chosen, op, *report, measured_ns);
     PlacementRecord record = record_of(chosen, request, op, *report, measured_ns, bytes_moved, verdicts);
     record.split_group = split_group;
     record.split_part = split_part;
@@ -745,11 +762,7 @@ Result<std::optional<Placement>> Scheduler::run_split(const OpRequest& request, 
   TM_RETURN_IF_ERROR(rule.merge(whole, results, outputs).with_context(request.op + " merge"));
   const double measured_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
 
-  PlacementRecord merge;
-  merge.op = request.op;
-  merge.tensor = request.subject;
-  merge.dtype = request.inputs.empty() ? "" : abi_dtype_name(request.inputs[0].dtype);
-  merge.shape = request.inputs.empty() ? "" : shape_text(request.inputs[0].shape);
+  PlacementRecord merge = record_of_subject(request, request.op);
   merge.reason = PlacementReason::kSplit;
   merge.estimated_ns = plan.estimated_ns;
   merge.measured_ns = measured_ns;
@@ -803,10 +816,7 @@ Result<PlacementRecord> Scheduler::run_part(const OpRequest& part, const Backend
     auto report = execute_on(backend, part, part.op, part.exactness_floor, bytes_moved, output_needs);
     const double measured_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     if (report.ok()) {
-      if (options_.calibrate) {
-        cost_model_.observe(backend.name(), part.op, chosen->estimate.compute_ns,
-                            report->device_ns > 0 ? report->device_ns : measured_ns - chosen->transfer_ns);
-      }
+      learn(*chosen, part.op, *report, measured_ns);
       PlacementRecord record = record_of(*chosen, part, part.op, *report, measured_ns, bytes_moved, verdicts);
       record.reason = PlacementReason::kSplit;
       record.reason_detail = label;
@@ -816,10 +826,7 @@ Result<PlacementRecord> Scheduler::run_part(const OpRequest& part, const Backend
       return record;
     }
     if (!retryable(report.status().code())) return report.status();
-    if (report.status().code() == StatusCode::kDeviceLost) {
-      const_cast<Backend&>(backend).mark_lost(report.status().message());
-      residency_.drop_backend(backend);
-    }
+    note_failure(backend, report.status());
     why = report.status().to_string();
   } else {
     for (const auto& v : verdicts) {

@@ -165,6 +165,8 @@ class Scheduler {
   Result<std::optional<Placement>> run_split(const OpRequest& request, const std::vector<Candidate>& exact,
                                              const std::vector<CandidateVerdict>& verdicts);
   Result<PlacementRecord> run_part(const OpRequest& part, const Backend& backend, uint64_t group, const std::string& label);
+  void learn(const Candidate& chosen, const std::string& op, const TM_ExecutionReport& report, double measured_ns);
+  void note_failure(const Backend& backend, const Status& failure);
   PlacementRecord record_of(const Candidate& chosen, const OpRequest& request, const std::string& op,
                             const TM_ExecutionReport& report, double measured_ns, uint64_t bytes_moved,
                             const std::vector<CandidateVerdict>& verdicts) const;

@@ -22,45 +22,38 @@ namespace {
 
 static_assert(kSplitChunkElements == kDiffChunk, "element granules are diff_stats' chunks");
 
-uint64_t elements_of(const SplitTensor& t) {
-  uint64_t n = 1;
-  for (uint64_t d : t.shape) n *= d;
-  return n;
-}
-
-// Bytes of `elems` elements of `dtype`, `elems` a whole number of its blocks.
-Result<uint64_t> element_bytes(TM_DType abi, uint64_t elems) {
-  const auto dtype = from_abi_dtype(abi);
-  if (!dtype) return Status::InvalidArgument("a split input has an unknown dtype");
-  const DTypeInfo& info = dtype_info(*dtype);
-  if (kSplitChunkElements % info.block_elems != 0 || elems % info.block_elems != 0) {
-    return Status::InvalidArgument(std::string(info.name) + " blocks do not divide the split's granules");
-  }
-  return elems / info.block_elems * info.block_bytes;
-}
-
-// Granules of kSplitChunkElements over the first input's elements (every input has as many).
-Result<uint64_t> element_granules(const SplitInstance& whole) {
-  if (whole.inputs.empty()) return uint64_t{0};
-  const uint64_t elems = elements_of(whole.inputs[0]);
-  for (const auto& in : whole.inputs) {
+// Granules of kSplitChunkElements over the first `split_inputs` inputs: each holds as many elements
+// as the first, stored whole, in blocks that divide a granule. Otherwise 1: the instance runs whole
+// and the backend's own validation says what is wrong with it.
+uint64_t element_granules(const SplitInstance& whole, size_t split_inputs) {
+  if (whole.inputs.empty() || whole.inputs.size() < split_inputs) return 1;
+  const auto elems = checked_element_count(whole.inputs[0].shape);
+  if (!elems.ok()) return 1;
+  for (size_t i = 0; i < split_inputs; ++i) {
+    const SplitTensor& in = whole.inputs[i];
     const auto dtype = from_abi_dtype(in.dtype);
-    if (!dtype || kSplitChunkElements % dtype_info(*dtype).block_elems != 0) return uint64_t{1};
+    const auto count = checked_element_count(in.shape);
+    if (!dtype || !count.ok() || *count != *elems || kSplitChunkElements % dtype_info(*dtype).block_elems != 0) return 1;
+    const auto bytes = dtype_storage_bytes(*dtype, *elems);
+    if (!bytes.ok() || *bytes != in.nbytes) return 1;
   }
-  return (elems + kSplitChunkElements - 1) / kSplitChunkElements;
+  return (*elems + kSplitChunkElements - 1) / kSplitChunkElements;
 }
 
-// The slice of elements [begin, end) of `t`.
+Result<uint64_t> first_input_granules(const SplitInstance& whole) { return element_granules(whole, 1); }
+Result<uint64_t> every_input_granules(const SplitInstance& whole) { return element_granules(whole, whole.inputs.size()); }
+
+// The slice of elements [begin, end) of `t` (a tensor element_granules accepted).
 Result<Slice> element_slice(const SplitTensor& t, uint64_t begin, uint64_t end) {
-  TM_ASSIGN_OR_RETURN(const uint64_t offset, element_bytes(t.dtype, begin));
-  TM_ASSIGN_OR_RETURN(const uint64_t nbytes, element_bytes(t.dtype, end - begin));
-  if (offset + nbytes > t.nbytes) return Status::InvalidArgument("a split input is shorter than its shape");
+  const DType dtype = *from_abi_dtype(t.dtype);
+  TM_ASSIGN_OR_RETURN(const uint64_t offset, dtype_storage_bytes(dtype, begin));
+  TM_ASSIGN_OR_RETURN(const uint64_t nbytes, dtype_storage_bytes(dtype, end - begin));
   return Slice{offset, nbytes, {end - begin}};
 }
 
 // Elements [begin, end) of the granule range, clipped to the first input's elements.
 std::pair<uint64_t, uint64_t> element_range(const SplitInstance& whole, uint64_t begin, uint64_t end) {
-  const uint64_t elems = elements_of(whole.inputs[0]);
+  const uint64_t elems = *checked_element_count(whole.inputs[0].shape);
   return {std::min(elems, begin * kSplitChunkElements), std::min(elems, end * kSplitChunkElements)};
 }
 
@@ -257,13 +250,13 @@ SplitRule tile_stats_split() {
 }
 
 SplitRule histogram_split() {
-  return {"", "parts count runs of 65536 elements; the counts add (integers: any order is exact)", element_granules, true,
+  return {"", "parts count runs of 65536 elements; the counts add (integers: any order is exact)", first_input_granules, true,
           counting_part, merge_counts};
 }
 
 SplitRule radix_histogram_split() {
   return {"", "parts count runs of 65536 elements under the same prefixes; counts and classes add (integers)",
-          element_granules, true, counting_part, merge_counts};
+          first_input_granules, true, counting_part, merge_counts};
 }
 
 SplitRule channel_stats_split() {
@@ -275,11 +268,11 @@ SplitRule channel_stats_split() {
 
 SplitRule diff_stats_split() {
   return {"", "parts take whole 65536-element chunks with element_offset moved along; records in place",
-          element_granules, true, diff_stats_part, merge_nothing};
+          every_input_granules, true, diff_stats_part, merge_nothing};
 }
 
 SplitRule elementwise_split() {
-  return {"", "parts take runs of 65536 elements; values in place", element_granules, true, elementwise_part,
+  return {"", "parts take runs of 65536 elements; values in place", every_input_granules, true, elementwise_part,
           merge_nothing};
 }
 

@@ -106,13 +106,14 @@ struct RankGrid {
   std::vector<fs::path> archives;
 };
 
-/// "mp_rank_XX/" or, in a set with pipeline stages, "mp_rank_XX_YYY/".
-std::string rank_prefix(const RankGrid& grid, size_t stage, size_t rank) {
+/// "mp_rank_XX" or, in a set with pipeline stages, "mp_rank_XX_YYY": a rank's directory, and the
+/// prefix (with "/") of the tensors listed per rank.
+std::string rank_directory(const RankGrid& grid, size_t stage, size_t rank) {
   char name[64];
   if (grid.staged) {
-    std::snprintf(name, sizeof name, "mp_rank_%02zu_%03zu/", rank, stage);
+    std::snprintf(name, sizeof name, "mp_rank_%02zu_%03zu", rank, stage);
   } else {
-    std::snprintf(name, sizeof name, "mp_rank_%02zu/", rank);
+    std::snprintf(name, sizeof name, "mp_rank_%02zu", rank);
   }
   return name;
 }
@@ -176,7 +177,7 @@ Result<RankGrid> rank_archives(const fs::path& directory) {
         return Status::FormatError(directory.string() + ": " +
                                    (staged ? "rank " + std::to_string(rank) + " of pipeline stage " + std::to_string(stage)
                                            : "tensor-parallel rank " + std::to_string(rank)) +
-                                   " is missing (" + rank_prefix(grid, stage, rank).substr(0, rank_prefix(grid, stage, rank).size() - 1) +
+                                   " is missing (" + rank_directory(grid, stage, rank) +
                                    "), yet the set has " + std::to_string(grid.tensor) + " ranks" +
                                    (staged ? " and " + std::to_string(grid.stages) + " stages" : ""));
       }
@@ -327,7 +328,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
       for (size_t r = 0; r < n; ++r) {
         if (const TensorInfo* t = ranks[file_of(r)]->find(name)) {
           TensorInfo copy = *t;
-          copy.name = rank_prefix(grid, stage, r) + name;
+          copy.name = rank_directory(grid, stage, r) + "/" + name;
           copy.file = file_of(r);
           tensors.push_back(std::move(copy));
         }
@@ -448,8 +449,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
     by_rule += rule.matched;
     if (rule.matched == 0) notes.push_back("tensor-parallel rule " + quoted_name(rule.text, 80) + " matched no model tensor");
   }
-  const std::string first_rank = rank_prefix(grid, 0, 0);
-  for (const std::string& note : ranks[0]->notes()) notes.push_back(first_rank.substr(0, first_rank.size() - 1) + ": " + note);
+  for (const std::string& note : ranks[0]->notes()) notes.push_back(rank_directory(grid, 0, 0) + ": " + note);
   std::vector<FormatFact> facts = {
       {"megatron.tensor_parallel_size", n, std::nullopt},
       {"megatron.pipeline_parallel_size", grid.stages, std::nullopt},
