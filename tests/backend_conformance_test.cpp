@@ -51,13 +51,14 @@ std::unique_ptr<engine::ComputeSession> open_session(const std::string& constrai
 
 // ---- Test data ---------------------------------------------------------------------------------
 
-enum class Data { kWeights, kRandomBits, kSignedZeros };
+enum class Data { kWeights, kRandomBits, kSignedZeros, kSpread };
 
 const char* data_name(Data d) {
   switch (d) {
     case Data::kWeights: return "weights";
     case Data::kRandomBits: return "random bits";
     case Data::kSignedZeros: return "signed zeros";
+    case Data::kSpread: return "spread binades";
   }
   return "?";
 }
@@ -86,6 +87,21 @@ std::vector<std::byte> make_data(DType dtype, uint64_t elems, Data kind, uint32_
   for (auto& b : out) b = static_cast<std::byte>(rng());
   if (kind == Data::kRandomBits) return out;
   const bool scalar_float = dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+  if (kind == Data::kSpread && scalar_float) {
+    // Runs of 256 values over 1 to 48 binades, some runs cancelling in pairs 8 apart: both sides
+    // of the exact-sum bounds (a sum that cannot round is the exact sum) and exact zero sums.
+    std::vector<float> v(elems);
+    for (uint64_t i = 0; i < elems; ++i) {
+      const uint64_t run = i / 256;
+      const int binades = 1 + static_cast<int>((run * 7) % 48);
+      const float mantissa = 1.0f + static_cast<float>(rng() % (1u << 23)) / static_cast<float>(1u << 23);
+      v[i] = ((rng() & 1) ? -1.0f : 1.0f) * std::ldexp(mantissa, -static_cast<int>(rng() % static_cast<uint64_t>(binades)));
+      if (run % 3 == 1 && i % 16 >= 8) v[i] = -v[i - 8];
+      // Rows 64..127 of the tile cases' 512 columns: whole tiles of -0.0 (a sum of -0.0 only then).
+      if (i >= 32768 && i < 65536) v[i] = -0.0f;
+    }
+    return *encode_from_f32(dtype, v);
+  }
   if (kind == Data::kSignedZeros) {
     if (scalar_float) {
       std::vector<float> v(elems);
@@ -386,8 +402,9 @@ TEST_P(EveryOperation, EqualsItsReference) {
           }
           std::vector<TM_Attribute> attrs;
           for (const auto& a : c.attributes) attrs.push_back({sizeof(TM_Attribute), a.name.c_str(), a.i, a.f});
-          for (Data data : {Data::kWeights, Data::kRandomBits, Data::kSignedZeros}) {
+          for (Data data : {Data::kWeights, Data::kRandomBits, Data::kSignedZeros, Data::kSpread}) {
             if (data != Data::kWeights && !c.with_non_finite) continue;
+            if (data == Data::kSpread && dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) continue;
             // The CPU backend's bits on every kind of data are cpu_backend_test's; here it runs the
             // cases once, which keeps this test quick under the sanitizers.
             if (data != Data::kWeights && b.name() == "cpu") continue;

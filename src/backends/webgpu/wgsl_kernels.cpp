@@ -81,6 +81,28 @@ fn f64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   }
   return vec2<u32>(m.x, (x.y & 0x80000000u) | (e << 20u) | (m.y & 0xfffffu));
 }
+// f64_add for operands that are +0 or positive and normal (sums of squares): no signs, no
+// cancellation.
+fn f64_add_pos(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  var x = a;
+  var y = b;
+  if (b.y > a.y || (b.y == a.y && b.x > a.x)) { x = b; y = a; }
+  let ey = y.y >> 20u;
+  if (ey == 0u) { return x; }
+  let ex = x.y >> 20u;
+  let mx = vec2<u32>(x.x << 3u, (((x.y & 0xfffffu) | 0x100000u) << 3u) | (x.x >> 29u));
+  let my = shr64_sticky(vec2<u32>(y.x << 3u, (((y.y & 0xfffffu) | 0x100000u) << 3u) | (y.x >> 29u)), ex - ey);
+  var m = add64(mx, my);
+  var e = ex;
+  if ((m.y & 0x1000000u) != 0u) { m = shr64_sticky(m, 1u); e = e + 1u; }
+  let low = m.x & 7u;
+  m = shr64(m, 3u);
+  if (low > 4u || (low == 4u && (m.x & 1u) == 1u)) {
+    m = add64(m, vec2<u32>(1u, 0u));
+    if ((m.y & 0x200000u) != 0u) { m = shr64(m, 1u); e = e + 1u; }
+  }
+  return vec2<u32>(m.x, (e << 20u) | (m.y & 0xfffffu));
+}
 // The float64 of a finite float32 (exact).
 fn f64_of(u: u32) -> vec2<u32> {
   let sign = u & 0x80000000u;
@@ -1033,6 +1055,8 @@ std::string tile_lanes_kernel(DType dtype, uint32_t tile) {
   // asks (T and S come from the parameters), so one kernel serves every T >= 64.
   const bool single_block = tile < 2 * kLanesTileMin;
   const uint32_t block_levels = single_block ? 2 : 3;
+  // The square of an odd significand: at most 11 bits for the 16-bit floats, 24 otherwise.
+  const bool narrow = dtype == DType::kF16 || dtype == DType::kBF16;
   std::string code = std::string(kTileParams) + R"(
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> parts_out: array<u32>;
@@ -1051,11 +1075,41 @@ var<private> k_max: u32;
 var<private> k_abs: u32;
 var<private> vx: vec2<u32>;
 var<private> vy: vec2<u32>;
+// The lane's exact sums: signed 64-bit integers in units of 2^low_bit (squares: 2^(2 low_bit)),
+// low_bit the lowest set bit of any value so far (4096: no nonzero value yet), top_bit a bound
+// on every magnitude's exponent (|v| < 2^top_bit).
+var<private> acc_s: vec2<u32>;
+var<private> acc_q: vec2<u32>;
+var<private> low_bit: i32 = 4096;
+var<private> top_bit: i32 = -4096;
+var<private> all_minus_zero: bool = true;
 
-// One slot of a row: counted, and as float64 (and its square) in vx, vy; +0 when absent or not finite.
+fn neg64(a: vec2<u32>) -> vec2<u32> { return sub64(vec2<u32>(0u, 0u), a); }
+)" + (narrow ? R"(
+fn square_wide(m: u32) -> vec2<u32> { return vec2<u32>(m * m, 0u); }
+)"
+             : R"(
+fn square_wide(m: u32) -> vec2<u32> {
+  let l = m & 0xffffu;
+  let h = m >> 16u;
+  let hl2 = 2u * h * l;
+  return add64(vec2<u32>(l * l, h * h), vec2<u32>(hl2 << 16u, hl2 >> 16u));
+}
+)") + R"(
+// The float64 of acc * 2^unit, acc a nonzero signed integer below 2^53 in magnitude (exact).
+fn f64_of_int(acc: vec2<u32>, unit: i32) -> vec2<u32> {
+  let neg = (acc.y & 0x80000000u) != 0u;
+  let mag = select(acc, neg64(acc), neg);
+  let p = 63u - clz64(mag);
+  let m = shl64(mag, 52u - p);
+  let e = u32(i32(p) + unit + 1023);
+  return vec2<u32>(m.x, select(0u, 0x80000000u, neg) | (e << 20u) | (m.y & 0xfffffu));
+}
+
+// One slot of a row: counted, observed, and added to the lane's exact sums (+0 when absent or not
+// finite). The shifts saturate at 64 bits; a sum they spoil fails the bound and takes the tree.
 fn take(present: bool, u: u32) {
-  vx = vec2<u32>(0u, 0u);
-  vy = vec2<u32>(0u, 0u);
+  if (!present || u != 0x80000000u) { all_minus_zero = false; }
   if (!present) { return; }
   let mag = u & 0x7fffffffu;
   if (mag > 0x7f800000u) { c_nan = c_nan + 1u; return; }
@@ -1063,21 +1117,50 @@ fn take(present: bool, u: u32) {
     if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
     return;
   }
-  if (mag == 0u) { c_zeros = c_zeros + 1u; }
   let key = order_key(u);
   k_min = min(k_min, key);
   k_max = max(k_max, key);
   k_abs = max(k_abs, mag);
-  vx = f64_of(u);
-  vy = f64_square_of(u);
+  if (mag == 0u) { c_zeros = c_zeros + 1u; return; }
+  let e8 = mag >> 23u;
+  let m = select((mag & 0x7fffffu) | 0x800000u, mag, e8 == 0u);
+  let unit = i32(max(e8, 1u)) - 150;
+  let tz = countTrailingZeros(m);
+  let odd = m >> tz;
+  let lb = unit + i32(tz);
+  top_bit = max(top_bit, unit + 24);
+  if (lb < low_bit) {
+    let up = u32(min(low_bit - lb, 64));
+    acc_s = shl64(acc_s, up);
+    acc_q = shl64(acc_q, min(2u * up, 64u));
+    low_bit = lb;
+  }
+  let d = u32(min(lb - low_bit, 64));
+  let v = shl64(vec2<u32>(odd, 0u), d);
+  acc_s = add64(acc_s, select(v, neg64(v), u != mag));
+  acc_q = add64(acc_q, shl64(square_wide(odd), min(2u * d, 64u)));
+}
+
+// One slot as float64 and its square in vx, vy, for the tree: +0 when absent or not finite.
+fn leaf(present: bool, u: u32) {
+  vx = vec2<u32>(0u, 0u);
+  vy = vec2<u32>(0u, 0u);
+  if (present && (u & 0x7fffffffu) < 0x7f800000u) {
+    vx = f64_of(u);
+    vy = f64_square_of(u);
+  }
 }
 
 // Workgroup (j, y) covers tile column j of tile row i = y / S and the tile's rows g, g + S, ...
 // (g = y % S, S = T / 32), one row per 8 lanes. The canonical halving tree of a row pairs slots
-// of one residue mod 8 first: lane l sums the row's slots l + 8m, m < T / 8, as the halving tree
-// over m, which is the pairwise tree over m in bit-reversed order, streamed below with one
-// partial sum per level. Then the last three levels over the 8 lanes, the tile's row tree over
-// the workgroup's 32 rows (same residue mod S), and the reduce kernel's levels over the S residues.
+// of one residue mod 8 first: lane l's slots l + 8m, m < T / 8, form one subtree, the halving
+// tree over m. When no addition of that subtree can round, its value is the exact sum of its
+// leaves (docs/COMPUTE.md): every value is a multiple of 2^low_bit and n of them add up to less
+// than n * 2^top_bit <= 2^(53 + low_bit). Then the lane's integer sums are its result; otherwise
+// the lane walks the subtree in float64 (the pairwise tree over m in bit-reversed order, streamed
+// with one partial sum per level). Then the last three levels over the 8 lanes, the tile's row
+// tree over the workgroup's 32 rows (same residue mod S), and the reduce kernel's levels over
+// the S residues.
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let S = P.parts;
@@ -1105,10 +1188,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var x: vec2<u32>;
   var y: vec2<u32>;
 )";
-  // The first values of a lane's bit-reversed order form one pairwise subtree (a block), written
-  // out straight with its loads first so they are in flight together; longer rows repeat it for
-  // each block b (their columns differ by 8 * bitrev(b)) and merge the blocks' sums with a small
-  // stack. Small blocks keep the kernel small: software devices compile it with LLVM.
+  // A block is the first values of a lane's bit-reversed order (one pairwise subtree), its loads
+  // first so they are in flight together; longer rows repeat it for each block b (their columns
+  // differ by 8 * bitrev(b)). Small blocks keep the kernel small: software devices compile it
+  // with LLVM.
   const uint32_t block_values = 1u << block_levels;
   auto reverse = [](uint32_t value, uint32_t bits) {
     uint32_t r = 0;
@@ -1118,40 +1201,65 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   for (uint32_t level = 0; level <= block_levels; ++level) {
     code += "  var s" + std::to_string(level) + ": vec2<u32>;\n  var q" + std::to_string(level) + ": vec2<u32>;\n";
   }
-  // All of a block's loads come first, so they are in flight together.
-  std::string block;
   auto column = [&](uint32_t q) {
     return "base + " + std::to_string(8 * reverse(q, block_levels)) + "u * (1u << outer)";
   };
+  std::string loads;
   for (uint32_t q = 0; q < block_values; ++q) {
-    block += "    let u" + std::to_string(q) + " = elem(row_byte, " + column(q) + ");\n";
+    loads += "    let u" + std::to_string(q) + " = elem(row_byte, " + column(q) + ");\n";
   }
+  std::string counted = loads;
+  std::string tree = loads;
   for (uint32_t q = 0; q < block_values; ++q) {
-    block += "    take(row_ok && " + column(q) + " < P.col_end, u" + std::to_string(q) + ");\n    x = vx;\n    y = vy;\n";
+    const std::string present = "row_ok && " + column(q) + " < P.col_end";
+    counted += "    take(" + present + ", u" + std::to_string(q) + ");\n";
+    tree += "    leaf(" + present + ", u" + std::to_string(q) + ");\n    x = vx;\n    y = vy;\n";
     uint32_t level = 0;
     while (((q >> level) & 1u) != 0) {
-      block += "    x = f64_add(s" + std::to_string(level) + ", x);\n    y = f64_add(q" + std::to_string(level) + ", y);\n";
+      tree += "    if (tree_s) { x = f64_add(s" + std::to_string(level) + ", x); }\n    if (tree_q) { y = f64_add_pos(q" +
+              std::to_string(level) + ", y); }\n";
       ++level;
     }
-    block += "    s" + std::to_string(level) + " = x;\n    q" + std::to_string(level) + " = y;\n";
+    tree += "    s" + std::to_string(level) + " = x;\n    q" + std::to_string(level) + " = y;\n";
   }
   const std::string top = std::to_string(block_levels);
   if (single_block) {
-    code += "  {\n    let base = col0;\n" + block + "  }\n";
-    code += "  sh_sum[t] = s" + top + ";\n  sh_sq[t] = q" + top + ";\n";
+    code += "  {\n    let base = col0;\n" + counted + "  }\n";
+  } else {
+    code += "  for (var b = 0u; b < (1u << outer); b = b + 1u) {\n";
+    code += "    let base = col0 + 8u * (reverseBits(b) >> (32u - outer));\n" + counted + "  }\n";
+  }
+  code += R"(
+  // Values per lane: 2^lane_levels.
+  let lane_levels = i32(countTrailingZeros(T)) - 3;
+  let no_value = low_bit == 4096;
+  let tree_s = !no_value && top_bit + lane_levels - low_bit > 53;
+  let tree_q = !no_value && 2 * top_bit + lane_levels - 2 * low_bit > 53;
+  var lane_s = vec2<u32>(0u, select(0u, 0x80000000u, all_minus_zero));
+  var lane_q = vec2<u32>(0u, 0u);
+  if (acc_s.x != 0u || acc_s.y != 0u) { lane_s = f64_of_int(acc_s, low_bit); }
+  if (acc_q.x != 0u || acc_q.y != 0u) { lane_q = f64_of_int(acc_q, 2 * low_bit); }
+  if (tree_s || tree_q) {
+)";
+  if (single_block) {
+    code += "  {\n    let base = col0;\n" + tree + "  }\n";
+    code += "    if (tree_s) { lane_s = s" + top + "; }\n    if (tree_q) { lane_q = q" + top + "; }\n";
   } else {
     // Up to 2^6 blocks (T = 4096); b's bit-reversal over `outer` bits (a shift by 32 is by 0 in
     // WGSL's runtime semantics, and then b is 0).
     code += "  var bs: array<vec2<u32>, 8>;\n  var bq: array<vec2<u32>, 8>;\n";
     code += "  for (var b = 0u; b < (1u << outer); b = b + 1u) {\n";
-    code += "    let base = col0 + 8u * (reverseBits(b) >> (32u - outer));\n" + block;
+    code += "    let base = col0 + 8u * (reverseBits(b) >> (32u - outer));\n" + tree;
     code += "    x = s" + top + ";\n    y = q" + top + ";\n";
     code += "    var level = 0u;\n    while (((b >> level) & 1u) != 0u) {\n";
-    code += "      x = f64_add(bs[level], x);\n      y = f64_add(bq[level], y);\n      level = level + 1u;\n    }\n";
+    code += "      if (tree_s) { x = f64_add(bs[level], x); }\n      if (tree_q) { y = f64_add_pos(bq[level], y); }\n"
+            "      level = level + 1u;\n    }\n";
     code += "    bs[level] = x;\n    bq[level] = y;\n  }\n";
-    code += "  sh_sum[t] = bs[outer];\n  sh_sq[t] = bq[outer];\n";
+    code += "    if (tree_s) { lane_s = bs[outer]; }\n    if (tree_q) { lane_q = bq[outer]; }\n";
   }
-  code += R"(
+  code += R"(  }
+  sh_sum[t] = lane_s;
+  sh_sq[t] = lane_q;
   if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
   if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
   if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
@@ -1163,14 +1271,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   for (var p = 4u; p >= 1u; p = p / 2u) {
     if (lane < p) {
       sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + p]);
-      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + p]);
+      sh_sq[t] = f64_add_pos(sh_sq[t], sh_sq[t + p]);
     }
     workgroupBarrier();
   }
   for (var p = 16u; p >= 1u; p = p / 2u) {
     if (lane == 0u && rs < p) {
       sh_sum[t] = f64_add(sh_sum[t], sh_sum[t + 8u * p]);
-      sh_sq[t] = f64_add(sh_sq[t], sh_sq[t + 8u * p]);
+      sh_sq[t] = f64_add_pos(sh_sq[t], sh_sq[t + 8u * p]);
     }
     workgroupBarrier();
   }
