@@ -1083,6 +1083,9 @@ var<private> acc_q: vec2<u32>;
 var<private> low_bit: i32 = 4096;
 var<private> top_bit: i32 = -4096;
 var<private> all_minus_zero: bool = true;
+// log2 of the values per lane, and whether the squares' bound still holds (it only tightens).
+var<private> lane_levels: i32;
+var<private> squares_exact: bool = true;
 
 fn neg64(a: vec2<u32>) -> vec2<u32> { return sub64(vec2<u32>(0u, 0u), a); }
 )" + (narrow ? R"(
@@ -1138,7 +1141,9 @@ fn take(present: bool, u: u32) {
   let d = u32(min(lb - low_bit, 64));
   let v = shl64(vec2<u32>(odd, 0u), d);
   acc_s = add64(acc_s, select(v, neg64(v), u != mag));
-  acc_q = add64(acc_q, shl64(square_wide(odd), min(2u * d, 64u)));
+  // float32 squares have up to 48 bits and mostly fail: stop paying for them once they do.
+  squares_exact = squares_exact && 2 * top_bit + lane_levels - 2 * low_bit <= 53;
+  if (squares_exact) { acc_q = add64(acc_q, shl64(square_wide(odd), min(2u * d, 64u))); }
 }
 
 // One slot as float64 and its square in vx, vy, for the tree: +0 when absent or not finite.
@@ -1184,6 +1189,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   k_min = 0xff800000u;
   k_max = 0x007fffffu;
+  lane_levels = i32(countTrailingZeros(T)) - 3;
   workgroupBarrier();
   var x: vec2<u32>;
   var y: vec2<u32>;
@@ -1230,11 +1236,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     code += "    let base = col0 + 8u * (reverseBits(b) >> (32u - outer));\n" + counted + "  }\n";
   }
   code += R"(
-  // Values per lane: 2^lane_levels.
-  let lane_levels = i32(countTrailingZeros(T)) - 3;
   let no_value = low_bit == 4096;
   let tree_s = !no_value && top_bit + lane_levels - low_bit > 53;
-  let tree_q = !no_value && 2 * top_bit + lane_levels - 2 * low_bit > 53;
+  let tree_q = !no_value && !squares_exact;
   var lane_s = vec2<u32>(0u, select(0u, 0x80000000u, all_minus_zero));
   var lane_q = vec2<u32>(0u, 0u);
   if (acc_s.x != 0u || acc_s.y != 0u) { lane_s = f64_of_int(acc_s, low_bit); }
