@@ -113,6 +113,41 @@ TEST(Megatron, PipelineStagesNumberTheirLayersIntoTheWholeModel) {
   EXPECT_EQ(nlohmann::json::parse(r.out).at("tensors").size(), 1u);
 }
 
+TEST(Megatron, InterleavedModelChunksNumberTheirLayersInModelOrder) {
+  auto opened = open_checkpoint(fixture("tp2pp2v2"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  std::ifstream in(fixture("tp2pp2v2.expected.json"));
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = ckpt.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
+    auto bytes = ckpt.tensor_bytes(*t);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
+  }
+  // Chunk v of stage p holds layer 2v + p: layer 1 is stage 1's model0, layer 2 stage 0's model1.
+  for (const auto& [layer, first_file] : {std::pair{1, 2u}, std::pair{2, 0u}}) {
+    const TensorInfo* qkv = ckpt.find("model.decoder.layers." + std::to_string(layer) + ".self_attention.linear_qkv.weight");
+    ASSERT_NE(qkv, nullptr) << layer;
+    ASSERT_EQ(qkv->chunks.size(), 2u);
+    EXPECT_EQ(qkv->chunks[0].file, first_file);
+    EXPECT_EQ(qkv->chunks[1].file, first_file + 1);
+  }
+  EXPECT_EQ(ckpt.find("model.decoder.layers.4.self_attention.linear_qkv.weight"), nullptr);
+  // The last chunk's tied embedding per rank under its chunk's name; other state per rank once.
+  EXPECT_NE(ckpt.find("mp_rank_01_001/model1.embedding.word_embeddings.weight"), nullptr);
+  EXPECT_NE(ckpt.find("mp_rank_00_001/optimizer.state.0.exp_avg"), nullptr);
+  size_t optimizer_copies = 0;
+  for (const TensorInfo& t : ckpt.tensors()) optimizer_copies += t.name.ends_with("optimizer.state.0.exp_avg");
+  EXPECT_EQ(optimizer_copies, 4u);
+  bool chunks_fact = false;
+  for (const FormatFact& fact : ckpt.facts()) chunks_fact |= fact.key == "megatron.model_chunks_per_stage" && fact.value == 2;
+  EXPECT_TRUE(chunks_fact);
+}
+
 TEST(Megatron, AMissingRankOfAPipelineStageIsNamed) {
   testing::TempDir temp;
   const fs::path set = temp / "set";

@@ -13,6 +13,7 @@
 #include "tensormorph/open.h"
 #include "engine/pyramid.h"
 #include "engine/render_ops.h"
+#include "compute/constraints.h"
 #include "compute/ops/render_tile.h"
 #include "tensormorph/decode.h"
 
@@ -163,6 +164,9 @@ TEST_F(RenderThroughScheduler, CpuBackendIsBitwiseTheReferenceAndLeavesARecord) 
   values[999 * 640 + 639] = std::numeric_limits<float>::infinity();
   const auto bytes = bf16_bytes(values);
   auto session = open(0);
+  // The CPU backend's bytes are what this checks; where cost places a render is other tests' (on a
+  // loaded machine the CPU's calibration can make a software GPU look cheaper).
+  session->scheduler().set_constraints(*compute::parse_constraints("only=cpu"));
   // Cells below 8 run the reference in bands, larger ones the SIMD tile_stats kernels: both must
   // give the reference's bytes, also for tiles that hang over the matrix's edges.
   // Palettes too (both render paths): the colours are the reference's whatever the palette.

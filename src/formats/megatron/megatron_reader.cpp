@@ -192,6 +192,7 @@ struct TrainingArgs {
   bool swiglu = false;
   std::optional<int64_t> tensor_parallel_size;
   std::optional<int64_t> pipeline_parallel_size;
+  std::optional<int64_t> virtual_pipeline_size;  ///< model chunks per stage (interleaved schedule)
 };
 
 TrainingArgs training_args(const pytorch::PickleTree& tree) {
@@ -208,7 +209,19 @@ TrainingArgs training_args(const pytorch::PickleTree& tree) {
   if (const PickleValue* v = fields->get("pipeline_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
     args.pipeline_parallel_size = v->integer;
   }
+  if (const PickleValue* v = fields->get("virtual_pipeline_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
+    args.virtual_pipeline_size = v->integer;
+  }
   return args;
+}
+
+/// The model chunk `name` belongs to under an interleaved schedule ("model3.x" -> 3), or nullopt.
+std::optional<size_t> model_chunk_of(std::string_view name) {
+  if (!name.starts_with("model")) return std::nullopt;
+  size_t end = 5;
+  while (end < name.size() && end < 9 && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == 5 || end >= name.size() || name[end] != '.') return std::nullopt;
+  return std::stoull(std::string(name.substr(5, end - 5)));
 }
 
 /// The chunk of `part` (rank `rank`'s tensor) that starts at `start` rows of the global tensor,
@@ -316,13 +329,31 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
                                std::to_string(grid.stages) + " pipeline stage" + (grid.stages == 1 ? "" : "s"));
   }
 
+  // An interleaved (virtual pipeline) schedule saves model chunks `model0`, `model1`, ... per
+  // stage instead of `model`; chunk v of stage p holds the model's (v * stages + p)-th run of layers.
+  size_t chunks = 1;
+  for (const TensorInfo& t : ranks[0]->tensors()) {
+    if (const auto chunk = model_chunk_of(t.name)) chunks = std::max(chunks, *chunk + 1);
+  }
+  const bool interleaved = chunks > 1 && std::none_of(ranks[0]->tensors().begin(), ranks[0]->tensors().end(),
+                                                      [](const TensorInfo& t) { return t.name.starts_with(kModelPrefix); });
+  if (!interleaved) chunks = 1;
+  if (interleaved && args.virtual_pipeline_size && *args.virtual_pipeline_size != static_cast<int64_t>(chunks)) {
+    return Status::FormatError(grid.archives[0].string() + ": its args say virtual_pipeline_model_parallel_size=" +
+                               std::to_string(*args.virtual_pipeline_size) + ", but it holds " + std::to_string(chunks) +
+                               " model chunks (model0 .. model" + std::to_string(chunks - 1) + ")");
+  }
+
   std::vector<TensorInfo> tensors;
   std::vector<std::string> notes;
   std::vector<std::string> per_rank_names, repeated_names;
   std::map<std::string, size_t> global_names;  // assembled name -> the stage that holds it
   uint64_t assembled = 0;
-  uint64_t layer_offset = 0;  // layers of the stages before this one (each stage numbers its own from 0)
-  for (size_t stage = 0; stage < grid.stages; ++stage) {
+  uint64_t layer_offset = 0;  // layers of the runs before this one (each numbers its own from 0)
+  for (size_t run = 0; run < grid.stages * chunks; ++run) {
+    const size_t stage = run % grid.stages;
+    const size_t chunk = run / grid.stages;
+    const std::string prefix = interleaved ? "model" + std::to_string(chunk) + "." : std::string(kModelPrefix);
     const auto file_of = [&](size_t rank) { return static_cast<uint32_t>(stage * n + rank); };
     const auto list_per_rank = [&](const std::string& name) {
       for (size_t r = 0; r < n; ++r) {
@@ -337,7 +368,8 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
     uint64_t stage_layers = 0;
     for (const TensorInfo& first : ranks[file_of(0)]->tensors()) {
       const std::string& name = first.name;
-      if (!name.starts_with(kModelPrefix)) {
+      if (!name.starts_with(prefix)) {
+        if (chunk > 0 || (interleaved && model_chunk_of(name))) continue;  // listed once, or another chunk's
         if (n == 1 && !grid.staged) {
           tensors.push_back(first);
         } else {
@@ -345,12 +377,13 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
         }
         continue;
       }
-      // A stage numbers its layers from 0: the whole model's number adds the layers before it.
-      std::string global = name;
+      // A stage (or chunk) numbers its layers from 0: the whole model's number adds the layers before it.
+      std::string global = std::string(kModelPrefix) + name.substr(prefix.size());
       if (const auto number = layer_number(name)) {
         const uint64_t local = std::stoull(name.substr(number->first, number->second));
         stage_layers = std::max(stage_layers, local + 1);
-        global = name.substr(0, number->first) + std::to_string(local + layer_offset) + name.substr(number->first + number->second);
+        global = std::string(kModelPrefix) + name.substr(prefix.size(), number->first - prefix.size()) +
+                 std::to_string(local + layer_offset) + name.substr(number->first + number->second);
       }
       if (const auto earlier = global_names.find(global); earlier != global_names.end()) {
         // A later stage's copy (the output layer's tied embedding): kept per rank, not assembled twice.
@@ -371,7 +404,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
       const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
         return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
       });
-      Role role = role_of(std::string_view(name).substr(kModelPrefix.size()), args.swiglu);
+      Role role = role_of(std::string_view(name).substr(prefix.size()), args.swiglu);
       size_t dim = role == Role::kRow ? 1 : 0;
       const auto rule = std::find_if(user_rules.begin(), user_rules.end(), [&](const UserRule& r) {
         return fnmatch(r.glob.c_str(), global.c_str(), 0) == 0;
@@ -453,6 +486,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
   std::vector<FormatFact> facts = {
       {"megatron.tensor_parallel_size", n, std::nullopt},
       {"megatron.pipeline_parallel_size", grid.stages, std::nullopt},
+      {"megatron.model_chunks_per_stage", chunks, std::nullopt},
       {"megatron.iteration_directory", iteration.filename().string(), std::nullopt},
       {"megatron.swiglu", args.swiglu, std::nullopt},
       {"megatron.tensors_assembled", assembled, std::nullopt},
