@@ -37,14 +37,11 @@ fs::path copy_of_set(const testing::TempDir& temp) {
   return to;
 }
 
-TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
-  auto opened = open_checkpoint(fixture("tp2"));
-  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-  const Checkpoint& ckpt = **opened;
-  EXPECT_EQ(ckpt.format(), CheckpointFormat::kMegatron);
-  EXPECT_EQ(ckpt.files().size(), 2u);
-  std::ifstream in(fixture("tp2.expected.json"));
+/// Every full tensor NAME.expected.json lists is in `ckpt` with its dtype, shape and bytes.
+void expect_full_tensors(const Checkpoint& ckpt, std::string_view set) {
+  std::ifstream in(fixture(std::string(set) + ".expected.json"));
   const nlohmann::json expected = nlohmann::json::parse(in);
+  ASSERT_FALSE(expected.empty());
   for (const auto& [name, want] : expected.items()) {
     SCOPED_TRACE(name);
     const TensorInfo* t = ckpt.find(name);
@@ -55,6 +52,15 @@ TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
     ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
     EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
   }
+}
+
+TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
+  auto opened = open_checkpoint(fixture("tp2"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  EXPECT_EQ(ckpt.format(), CheckpointFormat::kMegatron);
+  EXPECT_EQ(ckpt.files().size(), 2u);
+  expect_full_tensors(ckpt, "tp2");
   // Column- and row-parallel layers come in chunks, SwiGLU's input projection in two per rank;
   // norms and row-parallel biases are rank 0's copy.
   EXPECT_EQ(ckpt.find("model.decoder.layers.0.self_attention.linear_qkv.weight")->chunks.size(), 2u);
@@ -80,17 +86,7 @@ TEST(Megatron, PipelineStagesNumberTheirLayersIntoTheWholeModel) {
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const Checkpoint& ckpt = **opened;
   EXPECT_EQ(ckpt.files().size(), 4u);
-  std::ifstream in(fixture("tp2pp2.expected.json"));
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  for (const auto& [name, want] : expected.items()) {
-    SCOPED_TRACE(name);
-    const TensorInfo* t = ckpt.find(name);
-    ASSERT_NE(t, nullptr);
-    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
-    auto bytes = ckpt.tensor_bytes(*t);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
-  }
+  expect_full_tensors(ckpt, "tp2pp2");
   // Stage 1's layer 0 is the model's layer 2; its parts are in stage 1's archives.
   const TensorInfo* qkv = ckpt.find("model.decoder.layers.2.self_attention.linear_qkv.weight");
   ASSERT_NE(qkv, nullptr);
@@ -117,17 +113,7 @@ TEST(Megatron, InterleavedModelChunksNumberTheirLayersInModelOrder) {
   auto opened = open_checkpoint(fixture("tp2pp2v2"));
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const Checkpoint& ckpt = **opened;
-  std::ifstream in(fixture("tp2pp2v2.expected.json"));
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  for (const auto& [name, want] : expected.items()) {
-    SCOPED_TRACE(name);
-    const TensorInfo* t = ckpt.find(name);
-    ASSERT_NE(t, nullptr);
-    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
-    auto bytes = ckpt.tensor_bytes(*t);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
-  }
+  expect_full_tensors(ckpt, "tp2pp2v2");
   // Chunk v of stage p holds layer 2v + p: layer 1 is stage 1's model0, layer 2 stage 0's model1.
   for (const auto& [layer, first_file] : {std::pair{1, 2u}, std::pair{2, 0u}}) {
     const TensorInfo* qkv = ckpt.find("model.decoder.layers." + std::to_string(layer) + ".self_attention.linear_qkv.weight");
