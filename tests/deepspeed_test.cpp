@@ -187,5 +187,26 @@ TEST(DeepSpeed, DamagedCheckpointsFailNamingWhatIsWrong) {
   }
 }
 
+TEST(DeepSpeed, RanksOfAnotherStageOrModelStatesWithoutShapesAreRefused) {
+  {
+    testing::TempDir temp;
+    const fs::path set = temp / "global_step3";
+    fs::copy(fixture("zero3/global_step3"), set, fs::copy_options::recursive);
+    fs::copy_file(fixture("zero2/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt"), set / "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                  fs::copy_options::overwrite_existing);
+    expect_failure(set, {"zero_pp_rank_1_mp_rank_00_optim_states.pt: zero_stage=2, but rank 0's is 3"});
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    fs::copy_file(set / "global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt", set / "global_step5/mp_rank_00_model_states.pt",
+                  fs::copy_options::overwrite_existing);
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.status().code(), StatusCode::kUnsupported) << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find("mp_rank_00_model_states.pt: no param_shapes"), std::string::npos) << opened.status().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace tensormorph
