@@ -113,8 +113,11 @@ Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
     }
   }
   if (ec) return Status::IoError(directory.string() + ": cannot list directory: " + ec.message());
+  if (found.empty()) {
+    return Status::NotFound(directory.string() + ": no zero_pp_rank_R" + std::string(kOptimTail) + " optimizer-states archives");
+  }
   std::vector<fs::path> archives;
-  for (uint32_t rank = 0; !found.empty() && rank <= found.rbegin()->first; ++rank) {
+  for (uint32_t rank = 0; rank <= found.rbegin()->first; ++rank) {
     const auto it = found.find(rank);
     if (it == found.end()) {
       return Status::NotFound(directory.string() + ": data-parallel rank " + std::to_string(rank) + " is missing (" + (bf16 ? "bf16_" : "") +
