@@ -23,10 +23,10 @@
 namespace tensormorph {
 
 /// The on-disk format a checkpoint was read from.
-enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp, kMegatron };
+enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp, kMegatron, kDeepSpeed };
 
 /// "safetensors", "gguf", "pytorch", "pytorch-dcp" (a Distributed Checkpoint directory) or
-/// "megatron-tp" (a Megatron-LM tensor-parallel set).
+/// "megatron-tp" (a Megatron-LM tensor-parallel set) or "deepspeed-zero" (a DeepSpeed ZeRO checkpoint).
 std::string_view format_name(CheckpointFormat format);
 
 /// One file that holds tensor data.

@@ -14,6 +14,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kPyTorch: return "pytorch";
     case CheckpointFormat::kPyTorchDcp: return "pytorch-dcp";
     case CheckpointFormat::kMegatron: return "megatron-tp";
+    case CheckpointFormat::kDeepSpeed: return "deepspeed-zero";
   }
   return "unknown";
 }

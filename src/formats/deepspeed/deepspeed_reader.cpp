@@ -1,0 +1,458 @@
+// DeepSpeed ZeRO checkpoints: the ranks' flat fp32 partitions are cut into parameters in
+// param_shapes order, as zero_to_fp32 reassembles them. ZeRO-1/2 flatten each param group and cut
+// it into one partition per rank, so a parameter is a run of the group's concatenated partitions;
+// ZeRO-3 cuts every parameter into ceil(numel / world) elements per rank. A parameter that lies in
+// one rank's partition is mapped in place; one spread over ranks is listed as the blocks it is made
+// of (each one contiguous run of a partition) and gathered on first read.
+#include "formats/deepspeed/deepspeed.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "core/printable.h"
+#include "formats/deepspeed/zero_states.h"
+#include "formats/pytorch/pytorch.h"
+
+namespace tensormorph::deepspeed {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kLatest = "latest";
+constexpr std::string_view kModelStates = "mp_rank_00_model_states.pt";
+constexpr std::string_view kZero3ModelStates = "zero_pp_rank_0_mp_rank_00_model_states.pt";
+constexpr std::string_view kOptimHead = "zero_pp_rank_";
+constexpr std::string_view kOptimTail = "_mp_rank_00_optim_states.pt";
+constexpr std::string_view kBf16Prefix = "bf16_";  // DeepSpeed's bf16 optimizer names its archives so
+constexpr uint64_t kF32 = 4;
+
+/// The data-parallel rank an optimizer-states archive's name gives; nullopt for other names.
+std::optional<uint32_t> optim_rank(std::string_view name) {
+  if (name.starts_with(kBf16Prefix)) name.remove_prefix(kBf16Prefix.size());
+  if (!name.starts_with(kOptimHead) || !name.ends_with(kOptimTail)) return std::nullopt;
+  const std::string_view digits = name.substr(kOptimHead.size(), name.size() - kOptimHead.size() - kOptimTail.size());
+  if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(std::stoul(std::string(digits)));
+}
+
+bool holds_zero_states(const fs::path& directory) {
+  std::error_code ec;
+  if (!fs::is_regular_file(directory / kModelStates, ec) && !fs::is_regular_file(directory / kZero3ModelStates, ec)) return false;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    if (entry.is_regular_file() && optim_rank(entry.path().filename().string())) return true;
+  }
+  return false;
+}
+
+std::string trim(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  size_t start = 0;
+  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  return text.substr(start);
+}
+
+/// The tag a `latest` file names, or nullopt when there is no such file.
+Result<std::optional<std::string>> latest_tag(const fs::path& directory) {
+  const fs::path latest = directory / kLatest;
+  std::error_code ec;
+  if (!fs::is_regular_file(latest, ec)) return std::optional<std::string>();
+  TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(latest));
+  if (size > 256) return Status::FormatError(latest.string() + ": " + std::to_string(size) + " bytes; expected a checkpoint tag");
+  TM_ASSIGN_OR_RETURN(std::string text, read_file_range(latest, 0, size));
+  text = trim(std::move(text));
+  if (text.empty() || text == "." || text == ".." || text.find('/') != std::string::npos || text.find('\0') != std::string::npos) {
+    return Status::FormatError(latest.string() + ": holds " + quoted_name(text, 40) + "; expected a checkpoint tag such as global_step100");
+  }
+  return std::optional<std::string>(std::move(text));
+}
+
+/// `directory` itself when it holds the states, else the tag directory its `latest` file names.
+Result<fs::path> tag_directory(const fs::path& directory) {
+  if (holds_zero_states(directory)) return directory;
+  TM_ASSIGN_OR_RETURN(const auto tag, latest_tag(directory));
+  if (!tag) {
+    return Status::NotFound(directory.string() + ": no " + std::string(kModelStates) + " with zero_pp_rank_R" + std::string(kOptimTail) +
+                            " archives, and no 'latest' file naming a directory that holds them");
+  }
+  const fs::path named = directory / *tag;
+  std::error_code ec;
+  if (!fs::is_directory(named, ec)) {
+    return Status::NotFound((directory / kLatest).string() + ": names tag " + quoted_name(*tag, 40) + ", but " + named.string() +
+                            " is not a directory");
+  }
+  if (!holds_zero_states(named)) {
+    return Status::NotFound((directory / kLatest).string() + ": names " + named.string() + ", which holds no " + std::string(kModelStates) +
+                            " with zero_pp_rank_R" + std::string(kOptimTail) + " archives");
+  }
+  return named;
+}
+
+/// The ranks' optimizer-states archives, rank order (every rank from 0 to the highest found).
+Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
+  std::map<uint32_t, fs::path> found;
+  bool bf16 = false;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file()) continue;
+    if (name.find("_mp_rank_") != std::string::npos && name.find("_mp_rank_00_") == std::string::npos) {
+      return Status::Unsupported(directory.string() + ": holds " + quoted_name(name) +
+                                 ", an archive of another model-parallel rank; only ZeRO checkpoints of one model-parallel rank are read");
+    }
+    if (const auto rank = optim_rank(name)) {
+      if (!found.emplace(*rank, entry.path()).second) {
+        return Status::FormatError(directory.string() + ": two optimizer-states archives for data-parallel rank " + std::to_string(*rank));
+      }
+      bf16 = bf16 || name.starts_with(kBf16Prefix);
+    }
+  }
+  if (ec) return Status::IoError(directory.string() + ": cannot list directory: " + ec.message());
+  if (found.empty()) {
+    return Status::NotFound(directory.string() + ": no zero_pp_rank_R" + std::string(kOptimTail) + " optimizer-states archives");
+  }
+  std::vector<fs::path> archives;
+  for (uint32_t rank = 0; rank <= found.rbegin()->first; ++rank) {
+    const auto it = found.find(rank);
+    if (it == found.end()) {
+      return Status::NotFound(directory.string() + ": data-parallel rank " + std::to_string(rank) + " is missing (" + (bf16 ? "bf16_" : "") +
+                              std::string(kOptimHead) + std::to_string(rank) + std::string(kOptimTail) + "), yet rank " +
+                              std::to_string(found.rbegin()->first) + " is present");
+    }
+    archives.push_back(it->second);
+  }
+  return archives;
+}
+
+/// A run of a parameter's elements stored consecutively in one rank's flat group.
+struct Piece {
+  uint32_t rank = 0;
+  uint32_t group = 0;
+  uint64_t first = 0;  ///< element of the rank's flat group
+  uint64_t count = 0;
+  uint64_t at = 0;     ///< element of the parameter (row-major)
+};
+
+using BlockSink = std::function<void(const std::vector<uint64_t>& start, const std::vector<uint64_t>& sizes, uint64_t first)>;
+
+/// Cuts elements [begin, end) of the sub-tensor at `start[0..dim)` (first element `base`) of a
+/// row-major `shape` into blocks that are each one run of the row-major order: a block's dimensions
+/// after its first one longer than 1 are whole.
+void cut_range(const std::vector<uint64_t>& shape, size_t dim, std::vector<uint64_t>& start, uint64_t base, uint64_t begin,
+               uint64_t end, const BlockSink& emit) {
+  if (begin >= end) return;
+  if (dim + 1 >= shape.size()) {
+    std::vector<uint64_t> sizes(shape.size(), 1);
+    if (!shape.empty()) {
+      start[dim] = begin;
+      sizes[dim] = end - begin;
+    }
+    emit(start, sizes, base + begin);
+    if (!shape.empty()) start[dim] = 0;
+    return;
+  }
+  uint64_t inner = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  const uint64_t first_whole = (begin + inner - 1) / inner, last_whole = end / inner;
+  const auto slice = [&](uint64_t i, uint64_t from, uint64_t to) {
+    start[dim] = i;
+    cut_range(shape, dim + 1, start, base + i * inner, from, to, emit);
+    start[dim] = 0;
+  };
+  if (first_whole > last_whole) return slice(begin / inner, begin % inner, end - (begin / inner) * inner);
+  if (begin < first_whole * inner) slice(first_whole - 1, begin - (first_whole - 1) * inner, inner);
+  if (last_whole > first_whole) {
+    std::vector<uint64_t> sizes(shape.size(), 1);
+    sizes[dim] = last_whole - first_whole;
+    for (size_t d = dim + 1; d < shape.size(); ++d) sizes[d] = shape[d];
+    start[dim] = first_whole;
+    emit(start, sizes, base + first_whole * inner);
+    start[dim] = 0;
+  }
+  if (end > last_whole * inner) slice(last_whole, 0, end - last_whole * inner);
+}
+
+/// The parameter as a tensor over its pieces: in place when one piece holds it all, else in blocks.
+TensorInfo parameter_tensor(const ParamShape& param, const std::vector<Piece>& pieces,
+                            const std::vector<std::vector<TensorInfo>>& flat /* [rank][group] */) {
+  TensorInfo t;
+  t.name = param.name;
+  t.dtype = DType::kF32;
+  t.shape = param.shape;
+  t.nbytes = param.elements * kF32;
+  const TensorInfo& home = pieces.empty() ? flat[0][0] : flat[pieces[0].rank][pieces[0].group];
+  t.file = home.file;
+  t.offset = home.offset + (pieces.empty() ? 0 : pieces[0].first * kF32);
+  if (pieces.size() <= 1) return t;
+  for (const Piece& piece : pieces) {
+    const TensorInfo& source = flat[piece.rank][piece.group];
+    std::vector<uint64_t> start(param.shape.size(), 0);
+    cut_range(param.shape, 0, start, 0, piece.at, piece.at + piece.count,
+              [&](const std::vector<uint64_t>& block_start, const std::vector<uint64_t>& sizes, uint64_t first) {
+                uint64_t count = 1;
+                for (uint64_t s : sizes) count *= s;
+                TensorChunk chunk;
+                chunk.start = block_start;
+                chunk.sizes = sizes;
+                chunk.file = source.file;
+                chunk.offset = source.offset + (piece.first + (first - piece.at)) * kF32;
+                chunk.nbytes = count * kF32;
+                t.chunks.push_back(std::move(chunk));
+              });
+  }
+  return t;
+}
+
+/// The elements [first, first + count) of a rank's groups laid end to end, as runs of its groups.
+void pieces_of_rank_run(const std::vector<uint64_t>& group_start, const std::vector<uint64_t>& lengths, uint32_t rank, uint64_t first,
+                        uint64_t count, uint64_t at, std::vector<Piece>* pieces) {
+  for (uint32_t g = 0; g < lengths.size() && count > 0; ++g) {
+    const uint64_t begin = group_start[g], end = begin + lengths[g];
+    if (first >= end || first + count <= begin) continue;
+    const uint64_t from = std::max(first, begin), to = std::min(first + count, end);
+    pieces->push_back({rank, g, from - begin, to - from, at + (from - first)});
+  }
+}
+
+/// Per piece: "<rank archive> group G elements [a, b) at byte N = elements [c, d)" of the parameter.
+nlohmann::ordered_json describe_pieces(const std::vector<Piece>& pieces, const std::vector<std::vector<TensorInfo>>& flat,
+                                       const std::vector<fs::path>& archives) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Piece& p : pieces) {
+    list.push_back(archives[p.rank].filename().string() + " group " + std::to_string(p.group) + " elements [" + std::to_string(p.first) +
+                   ", " + std::to_string(p.first + p.count) + ") at byte " + std::to_string(flat[p.rank][p.group].offset + p.first * kF32) +
+                   " = elements [" + std::to_string(p.at) + ", " + std::to_string(p.at + p.count) + ")");
+  }
+  return list;
+}
+
+std::string list_text(const std::vector<uint64_t>& values) {
+  std::string text;
+  for (uint64_t v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return "[" + text + "]";
+}
+
+}  // namespace
+
+bool is_zero_directory(const fs::path& directory) {
+  if (holds_zero_states(directory)) return true;
+  auto tag = latest_tag(directory);
+  if (!tag.ok() || !tag->has_value()) return false;
+  // A `latest` naming a missing global_stepN is DeepSpeed's: opening says what is missing.
+  std::error_code ec;
+  return holds_zero_states(directory / **tag) || (!fs::exists(directory / **tag, ec) && (*tag)->starts_with("global_step"));
+}
+
+Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
+  TM_ASSIGN_OR_RETURN(const fs::path tag, tag_directory(directory));
+  TM_ASSIGN_OR_RETURN(const std::vector<fs::path> archives, rank_archives(tag));
+  std::error_code ec;
+  const fs::path model_path = fs::is_regular_file(tag / kModelStates, ec) ? tag / kModelStates : tag / kZero3ModelStates;
+  TM_ASSIGN_OR_RETURN(const ModelStates model, read_model_states(model_path));
+  TM_ASSIGN_OR_RETURN(auto model_archive, pytorch::open_file(model_path));
+  std::vector<SourceFile> files = {model_archive->files()[0]};
+
+  std::vector<std::vector<TensorInfo>> flat;  // [rank][group]
+  int64_t stage = 0, world = 0;
+  for (uint32_t r = 0; r < archives.size(); ++r) {
+    TM_ASSIGN_OR_RETURN(RankStates rank, read_rank_states(archives[r], r + 1));
+    TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(archives[r]));
+    files.push_back({archives[r], size});
+    if (r == 0) {
+      stage = rank.zero_stage;
+      world = rank.partition_count;
+      if (world > static_cast<int64_t>(archives.size())) {
+        return Status::NotFound(tag.string() + ": data-parallel rank " + std::to_string(archives.size()) + " is missing (" + std::string(kOptimHead) +
+                                std::to_string(archives.size()) + std::string(kOptimTail) + "), yet " + archives[0].filename().string() +
+                                " says partition_count=" + std::to_string(world));
+      }
+    }
+    if (rank.partition_count != static_cast<int64_t>(archives.size())) {
+      return Status::FormatError(archives[r].string() + ": partition_count=" + std::to_string(rank.partition_count) + ", but " + tag.string() +
+                                 " holds " + std::to_string(archives.size()) + " ranks' optimizer states");
+    }
+    if (rank.zero_stage != stage) {
+      return Status::FormatError(archives[r].string() + ": zero_stage=" + std::to_string(rank.zero_stage) + ", but rank 0's is " +
+                                 std::to_string(stage));
+    }
+    if (r > 0 && rank.groups.size() != flat[0].size()) {
+      return Status::FormatError(archives[r].string() + ": " + std::to_string(rank.groups.size()) + " flat param groups, but rank 0 has " +
+                                 std::to_string(flat[0].size()));
+    }
+    flat.push_back(std::move(rank.groups));
+  }
+  const size_t group_count = flat[0].size();
+  if (group_count == 0) return Status::FormatError(archives[0].string() + ": no flat param groups");
+  if (stage <= 2 && model.groups.size() != group_count) {
+    return Status::FormatError(model_path.string() + ": param_shapes lists " + std::to_string(model.groups.size()) + " param groups, but " +
+                               archives[0].filename().string() + " holds " + std::to_string(group_count) + " flat partitions");
+  }
+
+  std::vector<TensorInfo> tensors;
+  std::vector<MetadataEntry> metadata;
+  std::vector<std::string> notes;
+  std::set<std::string> names;
+  uint64_t in_place = 0, gathered = 0, padding_total = 0;
+  const auto add_parameter = [&](const ParamShape& param, const std::vector<Piece>& pieces) -> Status {
+    if (!names.insert(param.name).second) {
+      return Status::FormatError(model_path.string() + ": param_shapes lists parameter " + quoted_name(param.name) + " twice");
+    }
+    tensors.push_back(parameter_tensor(param, pieces, flat));
+    (pieces.size() <= 1 ? in_place : gathered) += 1;
+    metadata.push_back({"deepspeed.pieces." + param.name, "array<string>", describe_pieces(pieces, flat, archives)});
+    return Status::Ok();
+  };
+  const uint64_t ranks = archives.size();
+  std::vector<FormatFact> facts;
+  if (stage <= 2) {
+    // Each group: the ranks' partitions end to end, the parameters in order, then padding that
+    // only rounds the group up to a multiple of 2 * world size.
+    const uint64_t align = 2 * ranks;
+    for (uint32_t g = 0; g < group_count; ++g) {
+      std::vector<uint64_t> lengths, rank_start;
+      uint64_t total = 0;
+      for (uint32_t r = 0; r < ranks; ++r) {
+        rank_start.push_back(total);
+        lengths.push_back(flat[r][g].elements());
+        total += lengths.back();
+        facts.push_back({"deepspeed.group" + std::to_string(g) + ".partition_elements", lengths.back(), r + 1});
+      }
+      uint64_t offset = 0;
+      for (const ParamShape& param : model.groups[g]) {
+        if (param.elements > total - offset) {
+          return Status::FormatError(model_path.string() + ": param_shapes group " + std::to_string(g) + ", parameter " + quoted_name(param.name) +
+                                     " (" + std::to_string(param.elements) + " elements) needs elements [" + std::to_string(offset) + ", " +
+                                     std::to_string(offset + param.elements) + ") of the group, but the ranks' flat partitions hold " +
+                                     std::to_string(total) + " (" + list_text(lengths) + ")");
+        }
+        std::vector<Piece> pieces;
+        for (uint32_t r = 0; r < ranks; ++r) {
+          const uint64_t begin = std::max(offset, rank_start[r]), end = std::min(offset + param.elements, rank_start[r] + lengths[r]);
+          if (begin < end) pieces.push_back({r, g, begin - rank_start[r], end - begin, begin - offset});
+        }
+        TM_RETURN_IF_ERROR(add_parameter(param, pieces));
+        offset += param.elements;
+      }
+      const auto round_up = [&](uint64_t n) { return (n + align - 1) / align * align; };
+      if (round_up(offset) != round_up(total)) {
+        return Status::FormatError(model_path.string() + ": param_shapes group " + std::to_string(g) + " accounts for " + std::to_string(offset) +
+                                   " elements, but the ranks' flat partitions hold " + std::to_string(total) + " (" + list_text(lengths) +
+                                   "): more than padding to a multiple of " + std::to_string(align) + " (2 x world size)");
+      }
+      padding_total += total - offset;
+      notes.push_back("param group " + std::to_string(g) + ": " + std::to_string(model.groups[g].size()) + " parameters, " +
+                      std::to_string(offset) + " elements in flat fp32 partitions of " + list_text(lengths) + " elements per rank, " +
+                      std::to_string(total - offset) + " padding");
+      facts.push_back({"deepspeed.group" + std::to_string(g) + ".padding_elements", total - offset, std::nullopt});
+    }
+  } else {
+    // Every rank's groups end to end; each parameter in turn takes ceil(numel / world) elements of
+    // every rank, its part from rank 0 first, zero-padded at the end.
+    std::vector<uint64_t> lengths, group_start;
+    uint64_t available = 0;
+    for (uint32_t g = 0; g < group_count; ++g) {
+      group_start.push_back(available);
+      lengths.push_back(flat[0][g].elements());
+      available += lengths.back();
+      for (uint32_t r = 1; r < ranks; ++r) {
+        if (flat[r][g].elements() != lengths.back()) {
+          return Status::FormatError(archives[r].string() + ": fp32_flat_groups group " + std::to_string(g) + " holds " +
+                                     std::to_string(flat[r][g].elements()) + " elements, but rank 0's holds " + std::to_string(lengths.back()) +
+                                     " (ZeRO-3 partitions are equal)");
+        }
+      }
+    }
+    uint64_t offset = 0, params = 0;
+    for (const auto& group : model.groups) {
+      for (const ParamShape& param : group) {
+        const uint64_t part = (param.elements + ranks - 1) / ranks;
+        if (part > available - offset) {
+          return Status::FormatError(model_path.string() + ": parameter " + quoted_name(param.name) + " (" + std::to_string(param.elements) +
+                                     " elements, " + std::to_string(part) + " per rank) needs elements [" + std::to_string(offset) + ", " +
+                                     std::to_string(offset + part) + ") of each rank's flat groups, which hold " + std::to_string(available) +
+                                     " (" + list_text(lengths) + ")");
+        }
+        std::vector<Piece> pieces;
+        for (uint32_t r = 0; r < ranks; ++r) {
+          const uint64_t at = r * part;
+          if (at >= param.elements) break;
+          pieces_of_rank_run(group_start, lengths, r, offset, std::min(part, param.elements - at), at, &pieces);
+        }
+        TM_RETURN_IF_ERROR(add_parameter(param, pieces));
+        padding_total += part * ranks - param.elements;
+        offset += part;
+        ++params;
+      }
+    }
+    if (offset != available) {
+      return Status::FormatError(model_path.string() + ": param_shapes account for " + std::to_string(offset) + " elements per rank, but " +
+                                 archives[0].filename().string() + "'s fp32_flat_groups hold " + std::to_string(available) + " (" +
+                                 list_text(lengths) + ")");
+    }
+    notes.push_back(std::to_string(params) + " parameters in flat fp32 groups of " + list_text(lengths) + " elements per rank, each parameter " +
+                    "cut into ceil(numel / " + std::to_string(ranks) + ") elements per rank, " + std::to_string(padding_total) + " padding");
+  }
+
+  // The model-states archive's own tensors: frozen parameters (ZeRO-1/2 keep them whole), buffers
+  // and anything else of `module` that the optimizer does not hold.
+  std::set<std::string> frozen(model.frozen.begin(), model.frozen.end());
+  uint64_t half_copies = 0;
+  std::vector<std::string> unread_frozen;
+  for (const std::string& name : model.frozen) {
+    const TensorInfo* fragment = stage <= 2 ? model_archive->find("frozen_param_fragments." + name) : nullptr;
+    if (fragment == nullptr || !names.insert(name).second) {
+      unread_frozen.push_back(name);
+      continue;
+    }
+    TensorInfo copy = *fragment;
+    copy.name = name;
+    tensors.push_back(std::move(copy));
+  }
+  constexpr std::string_view kModule = "module.";
+  for (const TensorInfo& t : model_archive->tensors()) {
+    if (!t.name.starts_with(kModule)) continue;
+    const std::string name = t.name.substr(kModule.size());
+    if (frozen.contains(name)) continue;
+    if (names.contains(name)) {
+      ++half_copies;
+      continue;
+    }
+    names.insert(name);
+    TensorInfo copy = t;
+    copy.name = name;
+    tensors.push_back(std::move(copy));
+  }
+  for (const auto& [alias, source] : model.shared) {
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == source; });
+    if (it == tensors.end() || !names.insert(alias).second) continue;
+    TensorInfo copy = *it;
+    copy.name = alias;
+    tensors.push_back(std::move(copy));
+  }
+  if (half_copies > 0) {
+    notes.push_back(std::to_string(half_copies) + " tensors of module are the training copies of optimizer-held parameters; the fp32 " +
+                    "master parameters are listed instead");
+  }
+  if (!unread_frozen.empty()) {
+    notes.push_back(std::to_string(unread_frozen.size()) + " frozen parameters (first " + quoted_name(unread_frozen[0]) +
+                    ") are not listed: " + (stage == 3 ? "ZeRO-3 partitions them per rank" : "no frozen_param_fragments tensor holds them"));
+  }
+  notes.push_back("optimizer moments (the ranks' base optimizer states) are not listed");
+  facts.insert(facts.begin(), {{"deepspeed.zero_stage", stage, std::nullopt},
+                               {"deepspeed.world_size", ranks, std::nullopt},
+                               {"deepspeed.param_groups", group_count, std::nullopt},
+                               {"deepspeed.tag", tag.filename().string(), std::nullopt},
+                               {"deepspeed.ds_version", model.ds_version, std::nullopt},
+                               {"deepspeed.parameters_in_place", in_place, std::nullopt},
+                               {"deepspeed.parameters_gathered", gathered, std::nullopt},
+                               {"deepspeed.padding_elements", padding_total, std::nullopt}});
+  return std::make_unique<Checkpoint>(CheckpointFormat::kDeepSpeed, directory, std::move(files), std::move(tensors), std::move(metadata),
+                                      std::move(notes), std::move(facts));
+}
+
+}  // namespace tensormorph::deepspeed

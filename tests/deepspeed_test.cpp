@@ -1,0 +1,212 @@
+// DeepSpeed ZeRO checkpoints (tests/fixtures/deepspeed, written by
+// tests/fixtures/make_deepspeed_fixtures.py in DeepSpeed's layout): every parameter cut from the
+// ranks' flat fp32 partitions equals the full parameter the fixture partitioned, bit for bit; the
+// model states' own tensors are listed beside them; damaged checkpoints fail naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tensormorph/open.h"
+#include "test_util.h"
+
+namespace tensormorph {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(std::string_view name) { return fs::path(TM_SOURCE_DIR) / "tests/fixtures/deepspeed" / name; }
+
+std::string to_hex(std::span<const std::byte> bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (std::byte b : bytes) {
+    out += kDigits[static_cast<unsigned>(b) >> 4];
+    out += kDigits[static_cast<unsigned>(b) & 15];
+  }
+  return out;
+}
+
+void expect_fixture_tensors(const Checkpoint& ckpt, std::string_view expected_file) {
+  std::ifstream in(fixture(expected_file));
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  EXPECT_EQ(ckpt.tensors().size(), expected.size());
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = ckpt.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(std::string(dtype_name(t->dtype)), want.at("dtype").get<std::string>());
+    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
+    auto bytes = ckpt.tensor_bytes(*t);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
+  }
+}
+
+std::string fact(const Checkpoint& ckpt, std::string_view key) {
+  for (const FormatFact& f : ckpt.facts()) {
+    if (f.key == key && !f.file) return f.value.dump();
+  }
+  return "";
+}
+
+TEST(DeepSpeed, Zero2ParametersAreCutFromTheRanksPartitionsInParamShapesOrder) {
+  auto opened = open_checkpoint(fixture("zero2"));  // through its `latest` file
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  EXPECT_EQ(ckpt.format(), CheckpointFormat::kDeepSpeed);
+  ASSERT_EQ(ckpt.files().size(), 3u);  // model states, then rank 0 and rank 1
+  EXPECT_EQ(ckpt.files()[2].path.filename(), "zero_pp_rank_1_mp_rank_00_optim_states.pt");
+  expect_fixture_tensors(ckpt, "zero2.expected.json");
+  EXPECT_EQ(fact(ckpt, "deepspeed.zero_stage"), "2");
+  EXPECT_EQ(fact(ckpt, "deepspeed.world_size"), "2");
+  EXPECT_EQ(fact(ckpt, "deepspeed.param_groups"), "2");
+  EXPECT_EQ(fact(ckpt, "deepspeed.padding_elements"), "3");  // 27 -> 28 and 6 -> 8
+  // embed.weight [5, 3] is elements [0, 15) of group 0, whose partitions hold 14 each: rows 0-3 and
+  // the first two of row 4 on rank 0, the last element on rank 1.
+  const TensorInfo* embed = ckpt.find("embed.weight");
+  ASSERT_EQ(embed->chunks.size(), 3u);
+  EXPECT_EQ(embed->chunks[0].sizes, (std::vector<uint64_t>{4, 3}));
+  EXPECT_EQ(embed->chunks[1].start, (std::vector<uint64_t>{4, 0}));
+  EXPECT_EQ(embed->chunks[1].sizes, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(embed->chunks[2].start, (std::vector<uint64_t>{4, 2}));
+  EXPECT_EQ(embed->chunks[2].file, 2u);
+  // layers.0.weight lies in rank 1's partition: mapped in place, right after embed's last element.
+  const TensorInfo* weight = ckpt.find("layers.0.weight");
+  EXPECT_TRUE(weight->chunks.empty());
+  EXPECT_EQ(weight->file, 2u);
+  EXPECT_EQ(weight->offset, embed->chunks[2].offset + 4);
+  // The shared parameter is its source's tensor; the module's half-precision copies are not listed.
+  EXPECT_EQ(ckpt.find("lm_head.weight")->chunks.size(), 3u);
+  EXPECT_EQ(ckpt.find("frozen.weight")->dtype, DType::kF32);
+  bool pieces_listed = false;
+  for (const MetadataEntry& m : ckpt.metadata()) {
+    if (m.key == "deepspeed.pieces.norm.bias") {
+      pieces_listed = true;
+      ASSERT_EQ(m.value.size(), 2u);
+      EXPECT_EQ(m.value[0].get<std::string>().find("zero_pp_rank_0_mp_rank_00_optim_states.pt group 1 elements [3, 4) at byte "), 0u)
+          << m.value;
+      EXPECT_NE(m.value[1].get<std::string>().find("group 1 elements [0, 2) at byte "), std::string::npos) << m.value;
+    }
+  }
+  EXPECT_TRUE(pieces_listed);
+}
+
+TEST(DeepSpeed, Zero3ParametersAreEachCutIntoOnePiecePerRank) {
+  auto opened = open_checkpoint(fixture("zero3/global_step3"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  expect_fixture_tensors(ckpt, "zero3.expected.json");
+  EXPECT_EQ(fact(ckpt, "deepspeed.zero_stage"), "3");
+  EXPECT_EQ(fact(ckpt, "deepspeed.padding_elements"), "3");  // a, b and d pad one each
+  EXPECT_EQ(ckpt.find("a.weight")->chunks.size(), 4u);  // [0, 5) and [5, 9) of [3, 3]: two blocks each
+  EXPECT_TRUE(ckpt.find("d.scale")->chunks.empty());    // one element: rank 1 holds only padding
+}
+
+TEST(DeepSpeed, InfoListsEachParametersPiecesAndTheFlatLayout) {
+  const testing::CliResult info = testing::run_cli({"info", fixture("zero2").string()});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("chunk at [4, 2] of [1, 1]: global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt"), std::string::npos)
+      << info.out;
+  EXPECT_NE(info.out.find("param group 0: 3 parameters, 27 elements in flat fp32 partitions of [14, 14] elements per rank, 1 padding"),
+            std::string::npos)
+      << info.out;
+}
+
+/// The zero2 fixture copied, with one rank's optimizer states replaced by a damaged stand-in.
+fs::path damaged_copy(const testing::TempDir& temp, std::string_view malformed, int rank) {
+  const fs::path to = temp / "zero2";
+  fs::copy(fixture("zero2"), to, fs::copy_options::recursive);
+  if (!malformed.empty()) {
+    const fs::path target = to / "global_step5" / ("zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt");
+    fs::copy_file(fixture("malformed") / (std::string(malformed) + ".pt"), target, fs::copy_options::overwrite_existing);
+  }
+  return to;
+}
+
+void expect_failure(const fs::path& set, std::initializer_list<std::string_view> parts) {
+  auto opened = open_checkpoint(set);
+  ASSERT_FALSE(opened.ok());
+  for (std::string_view part : parts) EXPECT_NE(opened.status().message().find(part), std::string::npos) << opened.status().to_string();
+}
+
+TEST(DeepSpeed, DamagedCheckpointsFailNamingWhatIsWrong) {
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    fs::remove(set / "global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+    expect_failure(set, {"data-parallel rank 1 is missing (zero_pp_rank_1_mp_rank_00_optim_states.pt)", "partition_count=2"});
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    fs::remove(set / "global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt");
+    expect_failure(set, {"data-parallel rank 0 is missing"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank1_partition_count_4", 1),
+                   {"zero_pp_rank_1_mp_rank_00_optim_states.pt: partition_count=4", "holds 2 ranks"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank1_group0_short", 1),
+                   {"mp_rank_00_model_states.pt: param_shapes group 0, parameter 'layers.0.bias'", "[24, 27)", "hold 24 ([14, 10])"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank1_group0_long", 1), {"param_shapes group 0 accounts for 27 elements", "hold 36", "multiple of 4"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank1_group1_f16", 1),
+                   {"zero_pp_rank_1_mp_rank_00_optim_states.pt: single_partition_of_fp32_groups group 1 is F16"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank1_group0_2d", 1), {"group 0 has shape [7, 2]; expected a 1-D flat partition"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(damaged_copy(temp, "rank0_stage_5", 0), {"zero_pp_rank_0_mp_rank_00_optim_states.pt: zero_stage is 5", "pickle byte"});
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    std::ofstream(set / "latest") << "global_step9\n";
+    expect_failure(set, {"names tag 'global_step9'", "is not a directory"});
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    const fs::path archive = set / "global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt";
+    fs::resize_file(archive, fs::file_size(archive) / 2);
+    expect_failure(set, {"zero_pp_rank_1_mp_rank_00_optim_states.pt"});
+  }
+}
+
+TEST(DeepSpeed, RanksOfAnotherStageOrModelStatesWithoutShapesAreRefused) {
+  {
+    testing::TempDir temp;
+    const fs::path set = temp / "global_step3";
+    fs::copy(fixture("zero3/global_step3"), set, fs::copy_options::recursive);
+    fs::copy_file(fixture("zero2/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt"), set / "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                  fs::copy_options::overwrite_existing);
+    expect_failure(set, {"zero_pp_rank_1_mp_rank_00_optim_states.pt: zero_stage=2, but rank 0's is 3"});
+  }
+  {
+    testing::TempDir temp;
+    const fs::path set = damaged_copy(temp, "", 0);
+    fs::copy_file(set / "global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt", set / "global_step5/mp_rank_00_model_states.pt",
+                  fs::copy_options::overwrite_existing);
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.status().code(), StatusCode::kUnsupported) << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find("mp_rank_00_model_states.pt: no param_shapes"), std::string::npos) << opened.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace tensormorph
