@@ -428,7 +428,8 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
     tensors.push_back(std::move(copy));
   }
   for (const auto& [alias, source] : model.shared) {
-    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == source; });
+    const std::string& source_name = source;  // a structured binding cannot be captured before clang 16
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == source_name; });
     if (it == tensors.end() || !names.insert(alias).second) continue;
     TensorInfo copy = *it;
     copy.name = alias;
