@@ -19,30 +19,11 @@ namespace fs = std::filesystem;
 
 fs::path fixture(std::string_view name) { return fs::path(TM_SOURCE_DIR) / "tests/fixtures/deepspeed" / name; }
 
-std::string to_hex(std::span<const std::byte> bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (std::byte b : bytes) {
-    out += kDigits[static_cast<unsigned>(b) >> 4];
-    out += kDigits[static_cast<unsigned>(b) & 15];
-  }
-  return out;
-}
-
+/// The checkpoint lists exactly the tensors `expected_file` lists, each with its dtype, shape and bytes.
 void expect_fixture_tensors(const Checkpoint& ckpt, std::string_view expected_file) {
   std::ifstream in(fixture(expected_file));
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  EXPECT_EQ(ckpt.tensors().size(), expected.size());
-  for (const auto& [name, want] : expected.items()) {
-    SCOPED_TRACE(name);
-    const TensorInfo* t = ckpt.find(name);
-    ASSERT_NE(t, nullptr);
-    EXPECT_EQ(std::string(dtype_name(t->dtype)), want.at("dtype").get<std::string>());
-    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
-    auto bytes = ckpt.tensor_bytes(*t);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
-  }
+  EXPECT_EQ(ckpt.tensors().size(), nlohmann::json::parse(in).size());
+  testing::expect_tensors_as_listed(ckpt, fixture(expected_file));
 }
 
 std::string fact(const Checkpoint& ckpt, std::string_view key) {

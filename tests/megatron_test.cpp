@@ -20,38 +20,11 @@ namespace fs = std::filesystem;
 
 fs::path fixture(std::string_view name) { return fs::path(TM_SOURCE_DIR) / "tests/fixtures/megatron" / name; }
 
-std::string to_hex(std::span<const std::byte> bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (std::byte b : bytes) {
-    out += kDigits[static_cast<unsigned>(b) >> 4];
-    out += kDigits[static_cast<unsigned>(b) & 15];
-  }
-  return out;
-}
-
 /// A writable copy of the fixture set.
 fs::path copy_of_set(const testing::TempDir& temp) {
   const fs::path to = temp / "tp2";
   fs::copy(fixture("tp2"), to, fs::copy_options::recursive);
   return to;
-}
-
-/// Every full tensor NAME.expected.json lists is in `ckpt` with its dtype, shape and bytes.
-void expect_full_tensors(const Checkpoint& ckpt, std::string_view set) {
-  std::ifstream in(fixture(std::string(set) + ".expected.json"));
-  const nlohmann::json expected = nlohmann::json::parse(in);
-  ASSERT_FALSE(expected.empty());
-  for (const auto& [name, want] : expected.items()) {
-    SCOPED_TRACE(name);
-    const TensorInfo* t = ckpt.find(name);
-    ASSERT_NE(t, nullptr);
-    EXPECT_EQ(std::string(dtype_name(t->dtype)), want.at("dtype").get<std::string>());
-    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
-    auto bytes = ckpt.tensor_bytes(*t);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
-  }
 }
 
 TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
@@ -60,7 +33,7 @@ TEST(Megatron, ModelTensorsAssembleToTheFullTensorsTheRanksWereCutFrom) {
   const Checkpoint& ckpt = **opened;
   EXPECT_EQ(ckpt.format(), CheckpointFormat::kMegatron);
   EXPECT_EQ(ckpt.files().size(), 2u);
-  expect_full_tensors(ckpt, "tp2");
+  testing::expect_tensors_as_listed(ckpt, fixture("tp2.expected.json"));
   // Column- and row-parallel layers come in chunks, SwiGLU's input projection in two per rank;
   // norms and row-parallel biases are rank 0's copy.
   EXPECT_EQ(ckpt.find("model.decoder.layers.0.self_attention.linear_qkv.weight")->chunks.size(), 2u);
@@ -86,7 +59,7 @@ TEST(Megatron, PipelineStagesNumberTheirLayersIntoTheWholeModel) {
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const Checkpoint& ckpt = **opened;
   EXPECT_EQ(ckpt.files().size(), 4u);
-  expect_full_tensors(ckpt, "tp2pp2");
+  testing::expect_tensors_as_listed(ckpt, fixture("tp2pp2.expected.json"));
   // Stage 1's layer 0 is the model's layer 2; its parts are in stage 1's archives.
   const TensorInfo* qkv = ckpt.find("model.decoder.layers.2.self_attention.linear_qkv.weight");
   ASSERT_NE(qkv, nullptr);
@@ -113,7 +86,7 @@ TEST(Megatron, InterleavedModelChunksNumberTheirLayersInModelOrder) {
   auto opened = open_checkpoint(fixture("tp2pp2v2"));
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const Checkpoint& ckpt = **opened;
-  expect_full_tensors(ckpt, "tp2pp2v2");
+  testing::expect_tensors_as_listed(ckpt, fixture("tp2pp2v2.expected.json"));
   // Chunk v of stage p holds layer 2v + p: layer 1 is stage 1's model0, layer 2 stage 0's model1.
   for (const auto& [layer, first_file] : {std::pair{1, 2u}, std::pair{2, 0u}}) {
     const TensorInfo* qkv = ckpt.find("model.decoder.layers." + std::to_string(layer) + ".self_attention.linear_qkv.weight");
@@ -153,7 +126,7 @@ TEST(Megatron, AUserRuleJoinsATensorWhoseLayerNameDoesNotTellItsSplit) {
   for (const char* rank : {"mp_rank_00/", "mp_rank_01/"}) {
     const TensorInfo* part = (*plain)->find(rank + name);
     ASSERT_NE(part, nullptr);
-    ranks_hex += to_hex(*(*plain)->tensor_bytes(*part));
+    ranks_hex += testing::to_hex(*(*plain)->tensor_bytes(*part));
   }
   OpenOptions rows;
   rows.tensor_parallel_rules = {"*.mystery.weight=0", "*.never.matches=1"};
@@ -162,7 +135,7 @@ TEST(Megatron, AUserRuleJoinsATensorWhoseLayerNameDoesNotTellItsSplit) {
   const TensorInfo* whole = (*joined)->find(name);
   ASSERT_NE(whole, nullptr);
   EXPECT_EQ(whole->shape, (std::vector<uint64_t>{8, 4}));
-  EXPECT_EQ(to_hex(*(*joined)->tensor_bytes(*whole)), ranks_hex);  // rank 0's rows, then rank 1's
+  EXPECT_EQ(testing::to_hex(*(*joined)->tensor_bytes(*whole)), ranks_hex);  // rank 0's rows, then rank 1's
   EXPECT_EQ((*joined)->find("mp_rank_00/" + name), nullptr);
   bool unmatched = false;
   for (const std::string& note : (*joined)->notes()) unmatched |= note.find("'*.never.matches=1' matched no model tensor") != std::string::npos;
@@ -177,7 +150,7 @@ TEST(Megatron, AUserRuleJoinsATensorWhoseLayerNameDoesNotTellItsSplit) {
   replicated.tensor_parallel_rules = {"*mystery*=replicated"};
   auto copy = open_checkpoint(fixture("tp2"), replicated);
   ASSERT_TRUE(copy.ok());
-  EXPECT_EQ(to_hex(*(*copy)->tensor_bytes(*(*copy)->find(name))), ranks_hex.substr(0, ranks_hex.size() / 2));
+  EXPECT_EQ(testing::to_hex(*(*copy)->tensor_bytes(*(*copy)->find(name))), ranks_hex.substr(0, ranks_hex.size() / 2));
 
   for (const char* bad : {"*mystery*", "*mystery*=sideways", "=0"}) {
     OpenOptions o;

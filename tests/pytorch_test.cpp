@@ -34,16 +34,6 @@ std::unique_ptr<Checkpoint> open_ok(const fs::path& path) {
   return result.ok() ? std::move(result).value() : nullptr;
 }
 
-std::string to_hex(std::span<const std::byte> bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (std::byte b : bytes) {
-    out += kDigits[std::to_integer<unsigned>(b) >> 4];
-    out += kDigits[std::to_integer<unsigned>(b) & 15];
-  }
-  return out;
-}
-
 std::string from_hex(std::string_view hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) {
@@ -109,7 +99,7 @@ TEST(PyTorchReal, Taef2DecoderOpensWith79HalfTensors) {
   EXPECT_EQ(bias->offset, 2698624u);
   auto bytes = checkpoint->tensor_bytes(*bias);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  EXPECT_EQ(to_hex(*bytes), "97355b351c35");
+  EXPECT_EQ(testing::to_hex(*bytes), "97355b351c35");
 
   EXPECT_EQ(metadata_value(*checkpoint, "pytorch.archive_prefix"), "taef2_decoder");
   EXPECT_EQ(metadata_value(*checkpoint, "pytorch.byteorder"), "little");
@@ -154,7 +144,7 @@ TEST(PyTorchFixtures, EveryGoodFixtureMatchesItsIndependentExpectations) {
       EXPECT_EQ(got.nbytes, want["nbytes"].get<uint64_t>());
       auto bytes = checkpoint->tensor_bytes(got);
       ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-      EXPECT_EQ(to_hex(*bytes), want["hex"].get<std::string>());
+      EXPECT_EQ(testing::to_hex(*bytes), want["hex"].get<std::string>());
     }
   }
 }

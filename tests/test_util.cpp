@@ -1,5 +1,8 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +15,32 @@
 namespace tensormorph::testing {
 
 std::filesystem::path testdata_dir() { return TM_TESTDATA_DIR; }
+
+std::string to_hex(std::span<const std::byte> bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (std::byte b : bytes) {
+    out += kDigits[std::to_integer<unsigned>(b) >> 4];
+    out += kDigits[std::to_integer<unsigned>(b) & 15];
+  }
+  return out;
+}
+
+void expect_tensors_as_listed(const Checkpoint& checkpoint, const std::filesystem::path& expected_json) {
+  std::ifstream in(expected_json);
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  ASSERT_FALSE(expected.empty()) << expected_json;
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const TensorInfo* t = checkpoint.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(std::string(dtype_name(t->dtype)), want.at("dtype").get<std::string>());
+    EXPECT_EQ(t->shape, want.at("shape").get<std::vector<uint64_t>>());
+    auto bytes = checkpoint.tensor_bytes(*t);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(to_hex(*bytes), want.at("hex").get<std::string>());
+  }
+}
 
 TempDir::TempDir() {
   std::random_device rd;

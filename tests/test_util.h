@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tensormorph/checkpoint.h"
 
 namespace tensormorph::testing {
 
@@ -46,6 +49,13 @@ class ScopedEnv {
 void write_bytes(const std::filesystem::path& path, std::string_view bytes);
 /// Reads a whole file.
 std::string read_bytes(const std::filesystem::path& path);
+
+/// The bytes as lowercase hexadecimal digits.
+std::string to_hex(std::span<const std::byte> bytes);
+
+/// Every tensor `expected_json` lists ({name: {"dtype", "shape", "hex"}}, as the fixture scripts
+/// write it) is in `checkpoint` with that dtype, shape and stored bytes.
+void expect_tensors_as_listed(const Checkpoint& checkpoint, const std::filesystem::path& expected_json);
 
 /// Result of running the tensormorph binary.
 struct CliResult {
