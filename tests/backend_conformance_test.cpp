@@ -240,7 +240,8 @@ struct TwoRuns {
 
 Result<TwoRuns> run_both_ways(const compute::Backend& b, const std::vector<TM_TensorArg>& in_templates,
                               const std::vector<const std::byte*>& host_in, const std::vector<TM_TensorArg>& out_templates,
-                              std::vector<TM_Attribute> attrs, const char* op_id) {
+                              std::vector<TM_Attribute> attrs, const char* op_id,
+                              TM_Exactness declared = TM_EXACT_BITWISE) {
   TwoRuns runs;
   for (int pass = 0; pass < 2; ++pass) {
     auto& outs = pass == 0 ? runs.resident : runs.streamed;
@@ -271,11 +272,14 @@ Result<TwoRuns> run_both_ways(const compute::Backend& b, const std::vector<TM_Te
     if (status.ok()) {
       TM_OpInstance instance{sizeof(TM_OpInstance), op_id, ins.data(), static_cast<uint32_t>(ins.size()), os.data(),
                              static_cast<uint32_t>(os.size()), attrs.data(), static_cast<uint32_t>(attrs.size())};
-      report = b.execute(instance, bitwise());
+      TM_ExecutionPolicy policy = bitwise();
+      policy.exactness_floor = declared;
+      policy.max_error_bound = declared == TM_EXACT_BITWISE ? 0 : 1;
+      report = b.execute(instance, policy);
     }
     for (TM_Buffer* buffer : buffers) b.release(buffer);
     if (!report.ok()) return report.status();
-    if (report->exactness != TM_EXACT_BITWISE) return Status::Internal("report is not bitwise");
+    if (report->exactness != declared) return Status::Internal(std::string("report is not ") + compute::exactness_name(declared));
   }
   return runs;
 }
@@ -305,8 +309,22 @@ std::string first_difference(const TM_TileStats* got, const TM_TileStats* want, 
 // ---- The conformance test, driven by the definitions ------------------------------------------------
 
 /// Input bytes for one case tensor: a grid of real tile statistics for a statistics input, else
-/// make_data's values of `dtype`.
-std::vector<std::byte> case_input(const ops::CaseTensor& t, DType dtype, Data data, uint32_t seed) {
+/// `data` with every block that decodes to a NaN or an infinity zeroed (all-zero bytes decode to
+/// zeros in every dtype), for operations that refuse non-finite values.
+std::vector<std::byte> finite_blocks(DType dtype, std::vector<std::byte> data) {
+  const DTypeInfo& info = dtype_info(dtype);
+  std::vector<float> values(info.block_elems);
+  for (uint64_t b = 0; b < data.size() / info.block_bytes; ++b) {
+    const std::span<std::byte> block(data.data() + b * info.block_bytes, info.block_bytes);
+    const bool finite = decode_to_f32(dtype, block, info.block_elems, values.data()).ok() &&
+                        std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); });
+    if (!finite) std::fill(block.begin(), block.end(), std::byte{0});
+  }
+  return data;
+}
+
+/// make_data's values of `dtype` (only finite ones with `finite_only`).
+std::vector<std::byte> case_input(const ops::CaseTensor& t, DType dtype, Data data, uint32_t seed, bool finite_only = false) {
   uint64_t elems = 1;
   for (uint64_t d : t.shape) elems *= d;
   if (dtype == DType::kU8 && t.shape.size() == 3 && t.shape[2] == sizeof(TM_TileStats)) {
@@ -319,7 +337,8 @@ std::vector<std::byte> case_input(const ops::CaseTensor& t, DType dtype, Data da
     std::memcpy(out.data(), grid.data(), out.size());
     return out;
   }
-  return make_data(dtype, elems, data, seed);
+  auto bytes = make_data(dtype, elems, data, seed);
+  return finite_only ? finite_blocks(dtype, std::move(bytes)) : bytes;
 }
 
 /// Bytes of later input `i` of `c` (of `dtype`; input 0 is `first`, of `first_dtype`) holding decodable
@@ -396,7 +415,9 @@ TEST_P(EveryOperation, EqualsItsReference) {
           }
           const auto support = b.query(id, query_inputs);
           ASSERT_TRUE(support.ok()) << b.name() << ": " << support.status().to_string();
-          if (support->level == TM_SUPPORT_NONE || support->exactness != TM_EXACT_BITWISE) {
+          // Bitwise kernels are compared bit for bit; bounded and approximate ones only where the
+          // operation says how to compare them (within both results' stated bounds).
+          if (support->level == TM_SUPPORT_NONE || (support->exactness != TM_EXACT_BITWISE && def.within_bounds == nullptr)) {
             ++tally.undeclared;
             continue;
           }
@@ -411,7 +432,7 @@ TEST_P(EveryOperation, EqualsItsReference) {
             // Input 0 holds the test's data; a later input of decodable values the data its case's
             // later_inputs asks for; any other later input its case's fixed values.
             std::vector<std::vector<std::byte>> bytes = {
-                case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 + static_cast<uint32_t>(data))};
+                case_input(c.inputs[0], dtype, data, 7u + static_cast<uint32_t>(dtype) * 5 + static_cast<uint32_t>(data), c.finite_only)};
             for (size_t i = 1; i < c.inputs.size(); ++i) {
               const bool decodable_values = def.inputs[i].dtypes.size() > 1 && c.inputs[i].values.empty();
               if (decodable_values) {
@@ -464,11 +485,16 @@ TEST_P(EveryOperation, EqualsItsReference) {
               ++tally.refused;
               continue;
             }
-            auto runs = run_both_ways(b, ins, host_in, out_templates, attrs, id.c_str());
+            auto runs = run_both_ways(b, ins, host_in, out_templates, attrs, id.c_str(), support->exactness);
             ASSERT_TRUE(runs.ok()) << label << ": " << runs.status().to_string();
             for (const auto* got : {&runs->resident, &runs->streamed}) {
               const char* how = got == &runs->resident ? " (resident)" : " (streamed)";
               ASSERT_EQ(got->size(), want.size()) << label << how;
+              if (def.within_bounds != nullptr) {
+                const Status agree = def.within_bounds(*got, want);
+                ASSERT_TRUE(agree.ok()) << label << how << ": " << agree.message();
+                continue;
+              }
               for (size_t o = 0; o < want.size(); ++o) {
                 const std::string which = label + how + " output " + std::to_string(o);
                 // Empty outputs have no storage to compare (memcmp must not see their null data()).
@@ -491,7 +517,7 @@ TEST_P(EveryOperation, EqualsItsReference) {
       }
     }
   }
-  std::printf("%s: %d cases bitwise equal to the reference, %d refused by estimate, %d (case, dtype) not declared\n",
+  std::printf("%s: %d cases equal to the reference (bitwise, or within the stated bounds of bounded operations), %d refused by estimate, %d (case, dtype) not declared\n",
               name.c_str(), tally.checked, tally.refused, tally.undeclared);
   EXPECT_GT(tally.checked, 0) << name << " ran no case";
 }

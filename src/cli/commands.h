@@ -46,6 +46,8 @@ Command add_channels_command(CLI::App& app);
 Command add_diff_command(CLI::App& app);
 /// `tensormorph quantize-error PATH [B] [--type T,...] [--tensor GLOB...] [--json|--csv]`.
 Command add_quantize_error_command(CLI::App& app);
+/// `tensormorph spectrum PATH [--tensor GLOB...] [--top K] [--consent RUNG] [--json|--csv]`.
+Command add_spectrum_command(CLI::App& app);
 /// `tensormorph export PATH --tensor NAME [-o OUT.npy]`.
 Command add_export_command(CLI::App& app);
 /// `tensormorph backends [--json]`.

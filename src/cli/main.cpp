@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       add_stats_command(app),
       add_quantiles_command(app),
       add_outliers_command(app),
+      add_spectrum_command(app),
       add_channels_command(app),
       add_diff_command(app),
       add_quantize_error_command(app),

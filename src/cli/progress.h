@@ -15,6 +15,11 @@ class ProgressDisplay {
   /// Reports progress; redraws at most every 100 ms (terminal) or 2 s (plain lines), and the
   /// complete state once however often it is reported.
   void update(uint64_t bytes_done, uint64_t bytes_total, const std::string& current, double seconds);
+  /// Reports progress over items of unequal cost (matrices of a model): `items_done` of
+  /// `items_total` done, `work_done` of `work_total` modelled work (its fraction drives the bar
+  /// and the ETA); redraws like update().
+  void update_items(uint64_t items_done, uint64_t items_total, double work_done, double work_total,
+                    const std::string& current, double seconds);
   /// Ends the display (final redraw and newline on a terminal).
   void finish();
 
@@ -25,6 +30,9 @@ class ProgressDisplay {
   bool drawn_complete_ = false;
   std::chrono::steady_clock::time_point last_;
   std::string last_line_;
+
+  bool due(bool complete);
+  void draw(const char* line, bool complete);
 };
 
 }  // namespace tensormorph::cli

@@ -421,6 +421,7 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
   TM_ExecutionPolicy policy{};
   policy.struct_size = sizeof policy;
   policy.exactness_floor = floor;
+  policy.max_error_bound = request.max_error_bound;
   policy.max_threads = request.max_threads;
   {
     std::lock_guard lock(options_mutex_);

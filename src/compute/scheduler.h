@@ -61,6 +61,9 @@ struct OpRequest {
   std::vector<OutputTensor> outputs;
   std::vector<AttributeValue> attributes;
   TM_Exactness exactness_floor = TM_EXACT_BITWISE;  ///< the weakest result acceptable without consent
+  /// With a bounded floor: the largest error bound accepted, in the unit the operation's exactness
+  /// definition states (relative to the reference, or to its largest value for spectra).
+  double max_error_bound = 0;
   std::string consent;  ///< id of a ladder rung the caller consents to ("" = none)
   uint32_t max_threads = 0;  ///< passed to the backend's execution policy (0: it decides)
 };

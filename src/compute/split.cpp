@@ -77,6 +77,7 @@ OpRequest part_request(const OpRequest& whole, const ops::PartInstance& part, st
   r.op = whole.op;
   r.subject = whole.subject;
   r.exactness_floor = whole.exactness_floor;
+  r.max_error_bound = whole.max_error_bound;
   r.max_threads = whole.max_threads;
   for (size_t i = 0; i < part.inputs.size(); ++i) {
     const InputTensor& in = whole.inputs[i];

@@ -126,6 +126,17 @@ typedef enum TM_DType {
  *  "tm.subtract@1"   in[0], in[1] as for tm.diff_stats@1; attributes a_offset, b_offset;
  *                    out[0]: F32[n], the float32 difference a - b of each pair (after the
  *                    offsets), every NaN written as the quiet NaN 0x7fc00000.
+ *  "tm.spectrum@1"   in[0] [rows, cols], any decodable dtype, contiguous row-major, every value
+ *                    finite; out[0]: F64[r], r = min(rows, cols), its singular values in
+ *                    descending order, computed in float64 by a backward-stable SVD; out[1]:
+ *                    F64[r], each value's absolute error bound. Bounded: |s_i - sigma_i| <= out[1][i].
+ *  "tm.spectrum_gram@1"  as tm.spectrum@1, from the eigenvalues of the float64 Gram matrix of
+ *                    the smaller side (s_i = sqrt(max(lambda_i, 0))); the bound grows as
+ *                    sigma_1^2 / sigma_i for small values.
+ *  "tm.spectrum_randomized@1"  in[0] as tm.spectrum@1; attribute k; out[0], out[1]: F64[k], the k
+ *                    largest singular values of a randomized range finder (seeded, oversampled,
+ *                    with power iterations) and each one's a-posteriori bound:
+ *                    s_i <= sigma_i <= s_i + out[1][i].
  *
  * Data-dependent outputs (since 1.2). An output whose size depends on the data (a top-k list, a
  * spectrum) is passed with a capacity: nbytes is the room the host made, from the bound the
@@ -145,6 +156,9 @@ typedef enum TM_DType {
 #define TM_OP_CHANNEL_STATS "tm.channel_stats@1"
 #define TM_OP_DIFF_STATS "tm.diff_stats@1"
 #define TM_OP_SUBTRACT "tm.subtract@1"
+#define TM_OP_SPECTRUM "tm.spectrum@1"
+#define TM_OP_SPECTRUM_GRAM "tm.spectrum_gram@1"
+#define TM_OP_SPECTRUM_RANDOMIZED "tm.spectrum_randomized@1"
 
 /* Attribute names. */
 #define TM_ATTR_ROW_BEGIN "row_begin" /* tile_stats, render_tile: first row of the view / tile */
@@ -164,7 +178,7 @@ typedef enum TM_DType {
 #define TM_ATTR_SHIFT "shift"         /* radix_histogram: the lowest bit of the digit counted */
 #define TM_ATTR_BITS "bits"           /* radix_histogram: the digit's width, 1..TM_RADIX_MAX_BITS */
 #define TM_ATTR_CENTER "center"       /* radix_histogram: the centre of TM_RADIX_KEY_DEVIATION */
-#define TM_ATTR_K "k"                 /* top_k: how many elements */
+#define TM_ATTR_K "k"                 /* top_k: how many elements; spectrum_randomized: how many singular values */
 #define TM_ATTR_A_OFFSET "a_offset"   /* diff_stats, subtract: added to in[0]'s decoded values (f64, default 0) */
 #define TM_ATTR_B_OFFSET "b_offset"   /* diff_stats, subtract: added to in[1]'s decoded values (f64, default 0) */
 #define TM_ATTR_ELEMENT_OFFSET "element_offset" /* diff_stats: flat index of in[0]'s first element (i64, default 0) */

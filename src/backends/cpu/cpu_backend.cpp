@@ -22,6 +22,7 @@
 #include "compute/ops/op_instance.h"
 #include "compute/ops/plugin_error.h"
 #include "compute/ops/render_tile.h"
+#include "backends/cpu/cpu_spectrum.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cpu {
@@ -441,6 +442,11 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
       ops::write_abi_struct(support, out);
       return Status::Ok();
     }
+    if (q.op != nullptr && ops::spectrum_method_of(q.op)) {
+      spectrum_support(q, support);
+      ops::write_abi_struct(support, out);
+      return Status::Ok();
+    }
     const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
     const auto dtype = from_abi_dtype(q.input_dtype);
     if (!kind) {
@@ -473,6 +479,11 @@ TM_Error* estimate(TM_Backend* backend, const TM_OpInstance* op, TM_CostEstimate
     TM_RETURN_IF_ERROR(require(backend != nullptr && op != nullptr && out != nullptr, "backend, op or out"));
     if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::is_render_op(id)) {
       TM_ASSIGN_OR_RETURN(const TM_CostEstimate cost, render_estimate(*op, backend_of(backend)->bandwidth_gbps));
+      ops::write_abi_struct(cost, out);
+      return Status::Ok();
+    }
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::spectrum_method_of(id)) {
+      TM_ASSIGN_OR_RETURN(const TM_CostEstimate cost, spectrum_estimate(*op, backend_of(backend)->threads));
       ops::write_abi_struct(cost, out);
       return Status::Ok();
     }
@@ -550,6 +561,13 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
       TM_ExecutionReport r{};
       r.struct_size = sizeof r;
       TM_RETURN_IF_ERROR(render_execute(*op, policy.max_threads, b.isa, b.tile_scratch, r));
+      if (report != nullptr) ops::write_abi_struct(r, report);
+      return Status::Ok();
+    }
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::spectrum_method_of(id)) {
+      TM_ExecutionReport r{};
+      r.struct_size = sizeof r;
+      TM_RETURN_IF_ERROR(spectrum_execute(*op, policy, r));
       if (report != nullptr) ops::write_abi_struct(r, report);
       return Status::Ok();
     }

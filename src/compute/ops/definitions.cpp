@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "compute/ops/channel_stats.h"
@@ -13,6 +15,7 @@
 #include "compute/ops/radix_histogram.h"
 #include "compute/ops/reference.h"
 #include "compute/ops/render_tile.h"
+#include "compute/ops/spectrum.h"
 #include "compute/ops/top_k.h"
 #include "tensormorph/decode.h"
 
@@ -74,6 +77,39 @@ Status exact_summary_on_instance(const TM_OpInstance& instance) {
   TM_ExactSummary summary{};
   TM_RETURN_IF_ERROR(exact_summary_reference({a.input.dtype, in, a.input.elems}, &summary));
   std::memcpy(out.data(), &summary, sizeof summary);
+  return Status::Ok();
+}
+
+Status spectrum_on_instance(const TM_OpInstance& instance) {
+  TM_ASSIGN_OR_RETURN(const SpectrumArgs a, parse_spectrum(instance));
+  TM_ASSIGN_OR_RETURN(const auto in, host_input(a.input));
+  TM_ASSIGN_OR_RETURN(const auto values_out, host_output(a.values));
+  TM_ASSIGN_OR_RETURN(const auto bounds_out, host_output(a.bounds));
+  std::vector<double> values(a.count), bounds(a.count);
+  TM_RETURN_IF_ERROR(compute_spectrum({a.input.dtype, in, a.rows, a.cols}, a.method, values, bounds, 0));
+  std::memcpy(values_out.data(), values.data(), values.size() * sizeof(double));
+  std::memcpy(bounds_out.data(), bounds.data(), bounds.size() * sizeof(double));
+  return Status::Ok();
+}
+
+/// Two spectra agree when each value lies within the sum of both results' bounds of the other.
+Status spectra_within_bounds(std::span<const std::vector<std::byte>> got, std::span<const std::vector<std::byte>> want) {
+  if (got.size() != 2 || want.size() != 2 || got[0].size() != want[0].size() || got[1].size() != want[1].size()) {
+    return Status::InvalidArgument("spectrum outputs differ in size");
+  }
+  const size_t n = want[0].size() / sizeof(double);
+  auto at = [](const std::vector<std::byte>& bytes, size_t i) {
+    double v;
+    std::memcpy(&v, bytes.data() + i * sizeof(double), sizeof v);
+    return v;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const double g = at(got[0], i), w = at(want[0], i), gb = at(got[1], i), wb = at(want[1], i);
+    if (!(gb >= 0) || !std::isfinite(gb) || !(std::fabs(g - w) <= gb + wb) || (i > 0 && g > at(got[0], i - 1))) {
+      return Status::Internal("value " + std::to_string(i) + " is " + std::to_string(g) + " (bound " + std::to_string(gb) +
+                              "), the reference's " + std::to_string(w) + " (bound " + std::to_string(wb) + ")");
+    }
+  }
   return Status::Ok();
 }
 
@@ -483,6 +519,49 @@ OpDefinition top_k_definition() {
   return d;
 }
 
+OpDefinition spectrum_definition(SpectrumMethod method) {
+  OpDefinition d;
+  d.id = spectrum_op_id(method);
+  d.inputs = {decodable_input("[rows, cols], contiguous row-major, every value finite; blocks never cross rows", 2, 2)};
+  const bool randomized = method == SpectrumMethod::kRandomized;
+  const std::string count = randomized ? "k" : "min(rows, cols)";
+  d.outputs = {{"values", DType::kF64, "F64[" + count + "]", OutputSize::kDetermined, "singular values, descending"},
+               {"bounds", DType::kF64, "F64[" + count + "]", OutputSize::kDetermined, "each value's absolute error bound"}};
+  switch (method) {
+    case SpectrumMethod::kSvd:
+      d.summary = "Singular values of a matrix in float64 by a backward-stable SVD";
+      d.exactness_definition =
+          "bounded: |s_i - sigma_i| <= bounds[i]; a backward-stable SVD's bound c eps max(rows, cols) s_1";
+      break;
+    case SpectrumMethod::kGram:
+      d.summary = "Singular values from the eigenvalues of the float64 Gram matrix of the smaller side";
+      d.exactness_definition =
+          "bounded: |s_i - sigma_i| <= bounds[i] = min(sqrt(D), D / s_i), D = eps (max(rows, cols) ||A||_F^2 + c "
+          "min(rows, cols) s_1^2): as the SVD's for the large values, weaker for the small ones";
+      break;
+    case SpectrumMethod::kRandomized:
+      d.summary = "The k largest singular values by a randomized range finder";
+      d.attributes = {int_attribute(TM_ATTR_K, 1, static_cast<int64_t>(kSpectrumMaxK), "how many singular values, at most min(rows, cols)")};
+      d.exactness_definition =
+          "approximate: s_i <= sigma_i <= s_i + bounds[i], bounds[i] = ||A - Q Q^T A||_F (a posteriori) plus rounding";
+      break;
+  }
+  d.reference = spectrum_on_instance;
+  d.within_bounds = spectra_within_bounds;
+  const std::vector<std::vector<uint64_t>> shapes = {{40, 256}, {300, 256}, {8, 512}};
+  for (const auto& shape : shapes) {
+    const uint64_t r = std::min(shape[0], shape[1]);
+    const uint64_t k = randomized ? std::min<uint64_t>(r, 12) : r;
+    std::vector<CaseAttribute> attrs;
+    if (randomized) attrs.push_back(ci(TM_ATTR_K, static_cast<int64_t>(k)));
+    d.cases.push_back({std::to_string(shape[0]) + " x " + std::to_string(shape[1]), {{std::nullopt, shape}}, attrs,
+                       {{DType::kF64, {k}}, {DType::kF64, {k}}}, false});
+    d.cases.back().finite_only = true;
+  }
+  d.split = never_split("singular values of parts do not combine into the whole's");
+  return d;
+}
+
 OpDefinition channel_stats_definition() {
   OpDefinition d;
   d.id = TM_OP_CHANNEL_STATS;
@@ -623,7 +702,9 @@ std::span<const OpDefinition> builtin_definitions() {
     std::vector<OpDefinition> v = {decode_definition(),     tile_stats_definition(), histogram_definition(),
                                    exact_summary_definition(), render_definition(), sampled_definition(),
                                    radix_histogram_definition(), top_k_definition(),
-                                   channel_stats_definition(), diff_stats_definition(), subtract_definition()};
+                                   channel_stats_definition(), diff_stats_definition(), subtract_definition(),
+                                   spectrum_definition(SpectrumMethod::kSvd), spectrum_definition(SpectrumMethod::kGram),
+                                   spectrum_definition(SpectrumMethod::kRandomized)};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return v;
   }();

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,9 @@ struct ConformanceCase {
   /// and +-Inf mixed in; tile-statistics grids are always written as real statistics of random
   /// matrices. Later inputs hold their fixed values.
   bool with_non_finite = false;
+  /// The operation refuses non-finite values (a spectrum): input 0 holds the random weights without
+  /// the NaN and infinities they otherwise plant.
+  bool finite_only = false;
   /// How a later input that accepts decodable dtypes and has no fixed values is filled: its own
   /// data of its dtype (the case's, or input 0's when it names none), a byte copy of input 0 (the
   /// same dtype: identical inputs), or input 0's decoded values encoded into its dtype (a
@@ -101,6 +106,10 @@ struct ConformanceCase {
 /// writes the outputs (host memory only). The ground truth every backend is tested against.
 using ReferenceFn = Status (*)(const TM_OpInstance& instance);
 
+/// For an operation whose results are bounded rather than bitwise: OK when a backend's outputs
+/// (`got`) agree with the reference's (`want`) within the bounds the operation states.
+using WithinBoundsFn = Status (*)(std::span<const std::vector<std::byte>> got, std::span<const std::vector<std::byte>> want);
+
 /// The definition of one operation.
 struct OpDefinition {
   std::string id;                        ///< a TM_OP_* constant of plugin.h, e.g. "tm.tile_stats@1"
@@ -111,6 +120,7 @@ struct OpDefinition {
   std::string exactness_definition;      ///< what "exact" means for this operation
   std::vector<LadderRung> ladder;        ///< approximate rungs, strongest first (empty: always exact)
   ReferenceFn reference = nullptr;       ///< the CPU reference
+  WithinBoundsFn within_bounds = nullptr;  ///< bounded operations: how results are compared (else bitwise)
   std::vector<ConformanceCase> cases;    ///< what the conformance test runs
   SplitRule split;                       ///< how one instance cuts into parts on several backends (or why not)
 };

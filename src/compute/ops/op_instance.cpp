@@ -127,6 +127,66 @@ std::optional<CoreOp> core_op_from_id(std::string_view id) {
   return std::nullopt;
 }
 
+std::optional<SpectrumMethod> spectrum_method_of(std::string_view op_id) {
+  if (op_id == TM_OP_SPECTRUM) return SpectrumMethod::kSvd;
+  if (op_id == TM_OP_SPECTRUM_GRAM) return SpectrumMethod::kGram;
+  if (op_id == TM_OP_SPECTRUM_RANDOMIZED) return SpectrumMethod::kRandomized;
+  return std::nullopt;
+}
+
+const char* spectrum_op_id(SpectrumMethod method) {
+  switch (method) {
+    case SpectrumMethod::kSvd: return TM_OP_SPECTRUM;
+    case SpectrumMethod::kGram: return TM_OP_SPECTRUM_GRAM;
+    case SpectrumMethod::kRandomized: return TM_OP_SPECTRUM_RANDOMIZED;
+  }
+  return TM_OP_SPECTRUM;
+}
+
+Result<SpectrumArgs> parse_spectrum(const TM_OpInstance& op) {
+  const TM_OpInstance head = read_abi_struct(&op);
+  const auto method = head.op ? spectrum_method_of(head.op) : std::nullopt;
+  if (!method) return invalid(TM_OP_SPECTRUM, std::string("instance names operation '") + (head.op ? head.op : "(null)") + "'");
+  const std::string id = spectrum_op_id(*method);
+  TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, id.c_str()));
+  if (instance.input_count != 1 || instance.output_count != 2) {
+    return invalid(id, "takes 1 input and 2 outputs (values, bounds), got " + std::to_string(instance.input_count) +
+                           " and " + std::to_string(instance.output_count));
+  }
+  SpectrumArgs args;
+  args.method = *method;
+  TM_ASSIGN_OR_RETURN(TM_TensorArg in, tensor_arg_at(id, "input", instance.inputs, 0));
+  TM_ASSIGN_OR_RETURN(args.input, check_tensor(id, "input", in, false));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg values, tensor_arg_at(id, "values", instance.outputs, 0));
+  TM_ASSIGN_OR_RETURN(args.values, check_tensor(id, "values", values, true));
+  TM_ASSIGN_OR_RETURN(TM_TensorArg bounds, tensor_arg_at(id, "bounds", instance.outputs, 1));
+  TM_ASSIGN_OR_RETURN(args.bounds, check_tensor(id, "bounds", bounds, true));
+  if (args.input.arg.rank != 2) return invalid(id, "input has rank " + std::to_string(args.input.arg.rank) + ", not 2");
+  args.rows = args.input.arg.shape[0];
+  args.cols = args.input.arg.shape[1];
+  if (args.rows == 0 || args.cols == 0) return invalid(id, "input" + shape_text(args.input.arg) + " has an empty side");
+  constexpr uint64_t kMaxSide = (uint64_t{1} << 31) - 1;  // LAPACK's 32-bit dimensions
+  if (args.rows > kMaxSide || args.cols > kMaxSide) return invalid(id, "input" + shape_text(args.input.arg) + " has a side over 2^31 - 1");
+  TM_RETURN_IF_ERROR(matrix_row_bytes(args.input.dtype, args.cols).status());
+  args.count = std::min(args.rows, args.cols);
+  if (*method == SpectrumMethod::kRandomized) {
+    TM_ASSIGN_OR_RETURN(auto attrs, read_attributes(id, instance, {kAttrK}));
+    TM_ASSIGN_OR_RETURN(const uint64_t k, non_negative(id, attrs, kAttrK));
+    const uint64_t most = std::min(args.count, kSpectrumMaxK);
+    if (k < 1 || k > most) return invalid(id, "k " + std::to_string(k) + " is outside [1, " + std::to_string(most) + "]");
+    args.count = k;
+  } else {
+    TM_RETURN_IF_ERROR(read_attributes(id, instance, {}).status());
+  }
+  for (const auto* out : {&args.values, &args.bounds}) {
+    if (out->dtype != DType::kF64 || out->arg.rank != 1 || out->elems != args.count) {
+      return invalid(id, std::string(out == &args.values ? "values" : "bounds") + " must be F64[" +
+                             std::to_string(args.count) + "], got " + std::string(dtype_name(out->dtype)) + shape_text(out->arg));
+    }
+  }
+  return args;
+}
+
 Result<DecodeArgs> parse_decode(const TM_OpInstance& op) {
   const std::string id = TM_OP_DECODE;
   TM_ASSIGN_OR_RETURN(const TM_OpInstance instance, read_instance(op, TM_OP_DECODE));

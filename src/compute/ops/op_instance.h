@@ -140,6 +140,36 @@ struct DiffArgs {
   uint64_t chunks = 0;          ///< diff_stats: ceil(n / TM_DIFF_CHUNK)
 };
 
+/// Largest k of tm.spectrum_randomized@1.
+inline constexpr uint64_t kSpectrumMaxK = 65536;
+
+/// How singular values are computed: one operation each.
+enum class SpectrumMethod {
+  kSvd,         ///< tm.spectrum@1: Householder bidiagonalization and the bidiagonal QR/dqds (dgesdd)
+  kGram,        ///< tm.spectrum_gram@1: eigenvalues of the float64 Gram matrix of the smaller side (dsyrk, dsyevd)
+  kRandomized,  ///< tm.spectrum_randomized@1: the k largest, by a randomized range finder
+};
+
+/// The method an operation id names, or nullopt when it is not a spectrum operation.
+std::optional<SpectrumMethod> spectrum_method_of(std::string_view op_id);
+/// The operation id of `method`.
+const char* spectrum_op_id(SpectrumMethod method);
+
+/// A spectrum operation's validated arguments.
+struct SpectrumArgs {
+  SpectrumMethod method = SpectrumMethod::kSvd;
+  TensorArgument input;   ///< [rows, cols], any decodable dtype
+  TensorArgument values;  ///< F64[count]
+  TensorArgument bounds;  ///< F64[count]
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  uint64_t count = 0;  ///< min(rows, cols), or k
+};
+
+/// Checks a spectrum instance as every backend must: a matrix of whole blocks per row, no empty
+/// side, k in [1, min(rows, cols, kSpectrumMaxK)] for the randomized rung, outputs F64[count].
+Result<SpectrumArgs> parse_spectrum(const TM_OpInstance& op);
+
 /// Checks the instance's operation, argument counts, dtypes, shapes, nbytes, data pointers and
 /// attributes for tm.decode@1; INVALID_ARGUMENT naming what is wrong.
 Result<DecodeArgs> parse_decode(const TM_OpInstance& op);

@@ -1,0 +1,295 @@
+// `tensormorph spectrum`: singular values of every matrix and the spectral metrics built on them.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/format_util.h"
+#include "cli/progress.h"
+#include "core/printable.h"
+#include "engine/spectral_metrics.h"
+#include "engine/spectrum.h"
+#include "index/analysis_cache.h"
+
+namespace tensormorph::cli {
+namespace {
+
+struct Options {
+  std::string path;
+  std::vector<std::string> globs;
+  uint64_t top = 0;  // values listed per tensor (0: none in the table, all in JSON); the randomized rung's k
+  std::string consent;
+  bool recompute = false;
+  bool json = false;
+  bool csv = false;
+  uint32_t threads = 0;
+  ComputeOptions compute;
+  OpenOptions open;
+};
+
+struct Row {
+  const TensorInfo* tensor = nullptr;
+  std::string error;
+  engine::Spectrum spectrum;
+  std::optional<engine::SpectralMetrics> metrics;
+  bool stored = false;
+  std::optional<engine::SpectrumPlan> needs_consent;
+};
+
+std::string number(double v, const char* format = "%.4g") {
+  if (!std::isfinite(v)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
+}
+
+nlohmann::ordered_json row_json(const Row& r, uint64_t top) {
+  const TensorInfo& t = *r.tensor;
+  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    return j;
+  }
+  if (r.needs_consent) {
+    j["needs_consent"] = engine::spectrum_plan_json(*r.needs_consent);
+    return j;
+  }
+  engine::Spectrum shown = r.spectrum;
+  if (top > 0 && shown.values.size() > top) {
+    shown.values.resize(top);
+    shown.bounds.resize(top);
+  }
+  j.update(engine::spectrum_json(shown));
+  // Metrics come from every value, not only the ones listed.
+  if (r.metrics) j["metrics"] = engine::spectral_metrics_json(*r.metrics);
+  j["source"] = r.stored ? "stored" : "computed";
+  return j;
+}
+
+void print_table(const std::vector<Row>& rows, uint64_t top) {
+  constexpr size_t kMaxName = 48;
+  size_t w = 4;
+  for (const auto& r : rows) w = std::max(w, printable(r.tensor->name, kMaxName).size());
+  std::printf("%-*s  %-13s  %-10s  %10s  %10s  %9s  %9s  %6s  %6s\n", static_cast<int>(w), "name", "matrix", "rung",
+              "sigma_1", "frobenius", "stable_rk", "effect_rk", "spikes", "alpha");
+  bool approximate = false;
+  for (const auto& r : rows) {
+    const TensorInfo& t = *r.tensor;
+    std::printf("%-*s  ", static_cast<int>(w), printable(t.name, kMaxName).c_str());
+    if (!r.error.empty()) {
+      std::printf("%s\n", printable(r.error, 400).c_str());
+      continue;
+    }
+    if (r.needs_consent) {
+      std::printf("needs consent (the ladder is on stderr)\n");
+      continue;
+    }
+    const engine::Spectrum& s = r.spectrum;
+    approximate = approximate || s.rung != engine::kSpectrumRungExact;
+    const std::string matrix = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    if (r.metrics) {
+      const auto& m = *r.metrics;
+      std::printf("%-13s  %-10s  %10s  %10s  %9s  %9s  %6llu  %6s\n", matrix.c_str(), s.rung.c_str(),
+                  number(m.spectral_norm).c_str(), number(m.frobenius_norm).c_str(), number(m.stable_rank, "%.2f").c_str(),
+                  number(m.effective_rank, "%.1f").c_str(), static_cast<unsigned long long>(m.mp_spikes),
+                  m.power_law.fitted ? number(m.power_law.alpha, "%.2f").c_str() : "-");
+    } else {
+      std::printf("%-13s  %-10s  %10s  %10s  %9s  %9s  %6s  %6s\n", matrix.c_str(), s.rung.c_str(),
+                  number(s.values.empty() ? NAN : s.values.front()).c_str(), "-", "-", "-", "-", "-");
+    }
+    if (top > 0) {
+      std::printf("%*s  sigma:", static_cast<int>(w), "");
+      for (size_t i = 0; i < std::min<size_t>(top, s.values.size()); ++i) std::printf(" %s", number(s.values[i]).c_str());
+      std::printf("\n");
+    }
+  }
+  std::printf("singular values in float64 of each tensor seen as a matrix; alpha: power-law exponent of the ESD's tail "
+              "(WeightWatcher's fit); spikes: eigenvalues above the Marchenko-Pastur bulk edge%s\n",
+              approximate ? "; a rung other than exact was consented to (--json gives its bound)" : "");
+  std::fflush(stdout);
+}
+
+void print_csv(const std::vector<Row>& rows) {
+  std::cout << "name,dtype,rows,cols,rung,spectral_norm,frobenius_norm,stable_rank,effective_rank,rank,mp_spikes,"
+               "mp_bulk_edge,alpha,alpha_xmin,alpha_ks_distance,alpha_tail_size,weighted_alpha,error\n";
+  for (const auto& r : rows) {
+    std::cout << csv_field(printable(r.tensor->name, SIZE_MAX)) << "," << dtype_name(r.tensor->dtype) << ",";
+    if (!r.error.empty() || r.needs_consent) {
+      const std::string why = r.needs_consent ? "needs consent: " + r.needs_consent->reason : r.error;
+      std::cout << ",,,,,,,,,,,,,,," << csv_field(printable(why, SIZE_MAX)) << "\n";
+      continue;
+    }
+    const engine::Spectrum& s = r.spectrum;
+    std::cout << s.rows << "," << s.cols << "," << s.rung << ",";
+    if (r.metrics) {
+      const auto& m = *r.metrics;
+      const auto& pl = m.power_law;
+      std::cout << format_double(m.spectral_norm) << "," << format_double(m.frobenius_norm) << ","
+                << format_double(m.stable_rank) << "," << format_double(m.effective_rank) << "," << m.rank << ","
+                << m.mp_spikes << "," << format_double(m.mp_bulk_edge) << ","
+                << (pl.fitted ? format_double(pl.alpha) : "") << "," << (pl.fitted ? format_double(pl.xmin) : "") << ","
+                << (pl.fitted ? format_double(pl.ks_distance) : "") << "," << (pl.fitted ? std::to_string(pl.tail_size) : "")
+                << "," << (pl.fitted ? format_double(m.weighted_alpha) : "") << ",\n";
+    } else {
+      std::cout << (s.values.empty() ? "" : format_double(s.values.front())) << ",,,,,,,,,,,,\n";
+    }
+  }
+}
+
+void print_ladders(const std::vector<Row>& rows, const std::string& consent) {
+  constexpr size_t kShown = 5;
+  size_t waiting = 0;
+  for (const auto& r : rows) {
+    if (!r.needs_consent) continue;
+    if (waiting++ >= kShown) continue;
+    std::cerr << "tensormorph: needs consent: " << printable(r.needs_consent->reason, 400) << "\n";
+    if (!consent.empty()) std::cerr << "  the rung consented to ('" << consent << "') is not on offer for this tensor\n";
+    for (const auto& rung : r.needs_consent->ladder) {
+      char cost[32];
+      std::snprintf(cost, sizeof cost, "%.1f ms", rung.estimated_ns / 1e6);
+      std::cerr << "  " << rung.id << std::string(12 - std::min<size_t>(11, rung.id.size()), ' ') << "about " << cost
+                << " on " << rung.runs_on << ": " << rung.computes << "\n               bound: " << rung.error_bound << "\n";
+    }
+  }
+  if (waiting > kShown) std::cerr << "tensormorph: ... and " << waiting - kShown << " more tensors need consent\n";
+  if (waiting > 0) {
+    std::cerr << "tensormorph: run again with --consent RUNG to accept a rung listed (approximate: the cheapest "
+                 "below exact)\n";
+  }
+}
+
+}  // namespace
+
+Command add_spectrum_command(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("spectrum", "Singular values of every matrix and the spectral metrics built on them");
+  sub->add_option("path", opt->path, "Checkpoint file, index JSON, or directory")->required();
+  sub->add_option("--tensor", opt->globs, "Only tensors whose names match these shell globs (default: every matrix)");
+  sub->add_option("--top", opt->top,
+                  "List the K largest singular values per tensor (JSON lists all by default); the randomized rung "
+                  "computes K (default 64)");
+  sub->add_option("--consent", opt->consent,
+                  "Accept a rung of the exactness ladder when the exact spectrum exceeds the memory or time budget: "
+                  "exact, gram, randomized, sample, or approximate (the cheapest below exact)")
+      ->check(CLI::IsMember({"exact", "gram", "randomized", "sample", "approximate"}));
+  sub->add_flag("--recompute", opt->recompute, "Compute again even where results are kept beside the index");
+  auto* json = sub->add_flag("--json", opt->json, "Print JSON (schema tensormorph.spectrum/1)");
+  sub->add_flag("--csv", opt->csv, "Print CSV, one line per tensor")->excludes(json);
+  sub->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
+  add_compute_options(sub, opt->compute);
+  add_open_options(sub, opt->open);
+  return {sub, [opt]() {
+            auto ckpt = open_or_report(opt->path, opt->open);
+            if (!ckpt) return static_cast<int>(kExitUserError);
+            auto selected = select_tensors_or_report(*ckpt, opt->globs);
+            if (!selected) return static_cast<int>(kExitUserError);
+            // Vectors and scalars have no spectrum beyond their norm: only matrices, unless named.
+            std::vector<const TensorInfo*> tensors;
+            for (const TensorInfo* t : *selected) {
+              if (!opt->globs.empty() || t->shape.size() >= 2) tensors.push_back(t);
+            }
+            auto session = open_session_or_report(opt->compute);
+            if (!session) return static_cast<int>(kExitUserError);
+            auto cache = index::AnalysisCache::open(*ckpt);
+            if (!cache.ok()) {
+              print_error(cache.status().message());
+              return static_cast<int>(kExitUserError);
+            }
+            engine::Records records;
+            engine::SpectrumOptions options;
+            if (opt->top > 0) options.top_k = opt->top;
+            options.max_threads = opt->threads;
+            const std::string key = engine::spectrum_cache_key();
+            auto& scheduler = session->scheduler();
+            // Each tensor's modelled time drives the progress bar: a 128k-row embedding costs more
+            // than a thousand norms.
+            std::vector<double> work(tensors.size(), 1.0);
+            std::vector<std::optional<engine::SpectrumPlan>> plans(tensors.size());
+            double work_total = 0;
+            for (size_t i = 0; i < tensors.size(); ++i) {
+              if (auto plan = engine::plan_spectrum(scheduler, *ckpt, *tensors[i], options); plan.ok()) {
+                work[i] = std::max(plan->exact_ns, 1.0);
+                plans[i] = std::move(plan).value();
+              }
+              work_total += work[i];
+            }
+            std::vector<Row> rows;
+            ProgressDisplay progress("spectrum");
+            const auto start = std::chrono::steady_clock::now();
+            double work_done = 0;
+            for (size_t i = 0; i < tensors.size(); ++i) {
+              const TensorInfo& t = *tensors[i];
+              Row row;
+              row.tensor = &t;
+              auto compute = [&]() -> Result<engine::Spectrum> {
+                if (auto kept = opt->recompute ? std::nullopt : cache->find(t.name, key)) {
+                  if (auto s = engine::spectrum_from_json(*kept); s.ok()) {
+                    row.stored = true;
+                    return s;
+                  }
+                }
+                engine::SpectrumPlan plan;
+                if (plans[i]) {
+                  plan = *plans[i];
+                } else {
+                  TM_ASSIGN_OR_RETURN(plan, engine::plan_spectrum(scheduler, *ckpt, t, options));
+                }
+                if (plan.exact_within_budget) {
+                  return engine::spectrum_by_rung(scheduler, *ckpt, t, options, engine::kSpectrumRungExact, &records);
+                }
+                if (const auto rung = engine::consented_spectrum_rung(plan, opt->consent)) {
+                  return engine::spectrum_by_rung(scheduler, *ckpt, t, options, rung->id, &records);
+                }
+                row.needs_consent = std::move(plan);
+                return engine::Spectrum{};
+              };
+              auto s = compute();
+              if (!s.ok()) {
+                row.error = s.status().message();
+              } else if (!row.needs_consent) {
+                row.spectrum = std::move(s).value();
+                if (row.spectrum.complete) {
+                  if (auto m = engine::spectral_metrics(row.spectrum.values, row.spectrum.rows, row.spectrum.cols); m.ok()) {
+                    row.metrics = std::move(m).value();
+                  }
+                }
+                if (!row.stored && row.spectrum.rung == engine::kSpectrumRungExact) {
+                  cache->put(t.name, key, engine::spectrum_json(row.spectrum));
+                }
+              }
+              rows.push_back(std::move(row));
+              work_done += work[i];
+              progress.update_items(i + 1, tensors.size(), work_done, work_total, t.name,
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            }
+            progress.finish();
+            warn_unkept(cache->save());
+            if (opt->json) {
+              nlohmann::ordered_json j = {{"schema", "tensormorph.spectrum/1"}, {"path", ckpt->path().string()}};
+              j["needs_consent"] = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.needs_consent.has_value(); });
+              j["tensors"] = nlohmann::ordered_json::array();
+              for (const auto& r : rows) j["tensors"].push_back(row_json(r, opt->top));
+              if (opt->compute.explain) j["placements"] = placements_json(records);
+              std::cout << json_text(j, 2) << "\n";
+            } else if (opt->csv) {
+              print_csv(rows);
+              if (opt->compute.explain) print_placements(std::cerr, records);
+            } else {
+              print_table(rows, opt->top);
+              if (opt->compute.explain) print_placements(std::cout, records);
+            }
+            note_unmet_preferences(records);
+            print_ladders(rows, opt->consent);
+            size_t failed = 0, waiting = 0;
+            std::string first;
+            for (const auto& r : rows) {
+              if (!r.error.empty() && failed++ == 0) first = quoted_name(r.tensor->name, 80) + ": " + r.error;
+              waiting += r.needs_consent.has_value();
+            }
+            const int code = exit_after_failures(*ckpt, rows.size(), failed, first);
+            return code == kExitOk && waiting > 0 ? static_cast<int>(kExitNeedsConsent) : code;
+          }};
+}
+
+}  // namespace tensormorph::cli
