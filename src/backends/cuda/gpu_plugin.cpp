@@ -4,14 +4,17 @@
 // device, and turns every failure (and any exception) into a TM_Error.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cuda/gpu_backend.h"
 #include "backends/cuda/gpu_exec.h"
 #include "backends/cuda/gpu_render.h"
+#include "backends/cuda/gpu_spectrum.h"
 #include "core/dtype_abi.h"
 #include "compute/ops/op_instance.h"
 #include "compute/ops/plugin_error.h"
@@ -80,6 +83,9 @@ Result<TM_CostEstimate> render_estimate_of(const GpuBackend& b, const TM_OpInsta
 Result<TM_CostEstimate> estimate_of(const GpuBackend& b, const TM_OpInstance& op) {
   if (const char* id = ops::read_abi_struct(&op).op; id != nullptr && ops::is_render_op(id)) {
     return render_estimate_of(b, op);
+  }
+  if (const char* id = ops::read_abi_struct(&op).op; id != nullptr && ops::spectrum_method_of(id)) {
+    return spectrum_estimate(op);
   }
   TM_ASSIGN_OR_RETURN(const ops::CoreOp kind, core_op_of(op));
   TM_CostEstimate cost{};
@@ -199,7 +205,10 @@ TM_Error* backend_create(const TM_BackendCreateArgs* args, TM_Backend** out) {
   });
 }
 
-void backend_destroy(TM_Backend* backend) { delete backend_of(backend); }
+void backend_destroy(TM_Backend* backend) {
+  if (backend != nullptr) release_spectrum_solvers(*backend_of(backend));
+  delete backend_of(backend);
+}
 
 TM_Error* device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
   return ops::guard_plugin_call("device_traits", [&] {
@@ -221,7 +230,9 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
     const auto kind = q.op ? ops::core_op_from_id(q.op) : std::nullopt;
     const auto dtype = from_abi_dtype(q.input_dtype);
     const bool render = q.op != nullptr && ops::is_render_op(q.op);
-    if (render && std::string_view(q.op) == ops::kOpRenderTileSampled) {
+    if (q.op != nullptr && ops::spectrum_method_of(q.op)) {
+      spectrum_support(q, support);
+    } else if (render && std::string_view(q.op) == ops::kOpRenderTileSampled) {
       reason = TM_GPU_VENDOR " does not implement the sampled render rung";
     } else if (render && (!dtype || !kernel_dtype(*dtype) || q.shape_class != TM_SHAPE_MATRIX)) {
       reason = std::string(TM_GPU_VENDOR " renders values of matrices of ") + kImplemented +
@@ -336,9 +347,33 @@ TM_Error* execute(TM_Backend* backend, const TM_OpInstance* op, const TM_Executi
     TM_ExecutionPolicy policy{};
     policy.struct_size = sizeof policy;
     if (policy_in != nullptr) policy = ops::read_abi_struct(policy_in);
-    // Every result of this backend is bitwise: only an unknown floor can be refused here.
-    TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
     RunReport run;
+    if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::spectrum_method_of(id)) {
+      // Spectra are bounded: the floor must accept that, and the bound it reaches.
+      TM_ASSIGN_OR_RETURN(const ops::SpectrumArgs args, ops::parse_spectrum(*op));
+      TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BOUNDED, 0.0, policy));
+      TM_ASSIGN_OR_RETURN(const OutputRef values_out, output_of(b, args.values));
+      TM_ASSIGN_OR_RETURN(const OutputRef bounds_out, output_of(b, args.bounds));
+      if (values_out.host == nullptr || bounds_out.host == nullptr) {
+        return Status::Unimplemented(TM_GPU_VENDOR " writes spectra to host memory only");
+      }
+      std::vector<double> values(args.count), bounds(args.count);
+      std::lock_guard lock(b.mutex);
+      TM_ASSIGN_OR_RETURN(run, run_spectrum(b, args, policy.memory_budget_bytes, values, bounds));
+      const double relative = values[0] > 0 ? bounds[0] / values[0] : 0;
+      TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BOUNDED, relative, policy));
+      std::memcpy(values_out.host, values.data(), args.values.arg.nbytes);
+      std::memcpy(bounds_out.host, bounds.data(), args.bounds.arg.nbytes);
+      ops::write_execution_report(report, TM_EXACT_BOUNDED, run.device_ns, run.bytes_read, run.bytes_written);
+      if (report != nullptr) {
+        TM_ExecutionReport r = ops::read_abi_struct(report);
+        r.error_bound = relative;
+        ops::write_abi_struct(r, report);
+      }
+      return Status::Ok();
+    }
+    // Every other result of this backend is bitwise: only an unknown floor can be refused here.
+    TM_RETURN_IF_ERROR(ops::check_exactness_floor(TM_EXACT_BITWISE, 0.0, policy));
     if (const char* id = ops::read_abi_struct(op).op; id != nullptr && ops::is_render_op(id)) {
       TM_ASSIGN_OR_RETURN(const ops::RenderArgs args, ops::parse_render_tile(*op));
       std::lock_guard lock(b.mutex);

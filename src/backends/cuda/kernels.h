@@ -260,4 +260,9 @@ struct KernelBlock {
 /// The block geometry of `dtype` (scalars are blocks of one element).
 KernelBlock kernel_block(KernelDType dtype);
 
+/// Widens `n` float32 values to float64 and lowers *first_bad to the smallest index of a NaN or
+/// an infinity among them (left as it was when there is none).
+cudaError_t launch_widen_checked(const float* in, double* out, uint64_t n, unsigned long long* first_bad,
+                                 cudaStream_t stream);
+
 }  // namespace tm_gpu

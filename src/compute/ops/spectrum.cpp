@@ -15,9 +15,6 @@
 namespace tensormorph::ops {
 namespace {
 
-/// Rows of a tall matrix the Gram rung and the residual decode or form at once (about 32 MiB).
-uint64_t chunk_rows(uint64_t cols) { return std::max<uint64_t>(1, (uint64_t{32} << 20) / (8 * cols)); }
-
 /// Decodes rows [first, first + count) of `matrix` into `out` (row-major float64), refusing a
 /// non-finite value: singular values of such a matrix are undefined and LAPACK would not say so.
 Status decode_rows(const MatrixView& matrix, uint64_t first, uint64_t count, double* out) {
@@ -67,20 +64,17 @@ Status orthonormalize(std::vector<double>& q, uint64_t r, uint64_t c) {
 Status svd_spectrum(const MatrixView& matrix, std::span<double> values, std::span<double> bounds) {
   TM_ASSIGN_OR_RETURN(auto a, decode_all(matrix));
   TM_RETURN_IF_ERROR(svd_values(a, matrix.rows, matrix.cols, values));
-  // Backward stability: the computed values are exact for A + E with |E| <= c eps max(m, n) |A|,
-  // and Weyl's inequality moves no singular value by more than |E|.
-  const double bound = kSpectrumSvdConstant * DBL_EPSILON * static_cast<double>(std::max(matrix.rows, matrix.cols)) * values[0];
-  std::fill(bounds.begin(), bounds.end(), bound);
+  std::fill(bounds.begin(), bounds.end(), svd_value_bound(matrix.rows, matrix.cols, values[0]));
   return Status::Ok();
 }
 
 Status gram_spectrum(const MatrixView& matrix, std::span<double> values, std::span<double> bounds) {
-  const uint64_t p = std::min(matrix.rows, matrix.cols), q = std::max(matrix.rows, matrix.cols);
+  const uint64_t p = std::min(matrix.rows, matrix.cols);
   const auto pp = static_cast<blasint>(p);
   std::vector<double> g(p * p, 0.0);
   if (matrix.cols <= matrix.rows) {
     // G = A^T A, accumulated over bands of rows so that a tall matrix is never decoded whole.
-    const uint64_t band = std::min(matrix.rows, chunk_rows(matrix.cols));
+    const uint64_t band = std::min(matrix.rows, spectrum_band_rows(matrix.cols));
     std::vector<double> rows(band * matrix.cols);
     for (uint64_t first = 0; first < matrix.rows; first += band) {
       const uint64_t count = std::min(band, matrix.rows - first);
@@ -99,12 +93,7 @@ Status gram_spectrum(const MatrixView& matrix, std::span<double> values, std::sp
   TM_RETURN_IF_ERROR(lapack_status("dsyevd", LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'N', 'U', static_cast<lapack_int>(p),
                                                             g.data(), static_cast<lapack_int>(p), eigen.data())));
   for (uint64_t i = 0; i < p; ++i) values[i] = std::sqrt(std::max(eigen[p - 1 - i], 0.0));
-  // Forming G in float64 errs by at most q eps |A|^T |A| elementwise (norm <= ||A||_F^2 = trace),
-  // the symmetric eigensolver by c eps p lambda_1; a value's error is then at most
-  // d / (s + sigma) <= d / s and at most sqrt(d).
-  const double d = DBL_EPSILON * (static_cast<double>(q) * trace +
-                                  kSpectrumSvdConstant * static_cast<double>(p) * values[0] * values[0]);
-  for (uint64_t i = 0; i < p; ++i) bounds[i] = values[i] > 0 ? std::min(std::sqrt(d), d / values[i]) : std::sqrt(d);
+  gram_value_bounds(matrix.rows, matrix.cols, trace, values, bounds);
   return Status::Ok();
 }
 
@@ -131,7 +120,7 @@ Status randomized_spectrum(const MatrixView& matrix, std::span<double> values, s
   cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nn, ll, mm, 1.0, a.data(), nn, y.data(), ll, 0.0, bt.data(), ll);
   // The residual E = A - Q B, band by band: ||E||_F bounds ||E||_2.
   double residual_squares = 0;
-  const uint64_t band = std::min(m, chunk_rows(n));
+  const uint64_t band = std::min(m, spectrum_band_rows(n));
   std::vector<double> e(band * n);
   for (uint64_t first = 0; first < m; first += band) {
     const uint64_t count = std::min(band, m - first);
@@ -156,34 +145,6 @@ Status randomized_spectrum(const MatrixView& matrix, std::span<double> values, s
 }
 
 }  // namespace
-
-double spectrum_flops(SpectrumMethod method, uint64_t rows, uint64_t cols, uint64_t k) {
-  const double p = static_cast<double>(std::min(rows, cols)), q = static_cast<double>(std::max(rows, cols));
-  switch (method) {
-    case SpectrumMethod::kSvd: return 4 * q * p * p - 4.0 / 3.0 * p * p * p;
-    case SpectrumMethod::kGram: return q * p * p + 4.0 / 3.0 * p * p * p;
-    case SpectrumMethod::kRandomized: {
-      const double l = std::min(static_cast<double>(k + kSpectrumOversampling), p);
-      const double products = 2.0 * kSpectrumPowerIterations + 3.0;  // range, power steps, B, residual
-      return products * 2 * p * q * l + 4 * (p + q) * l * l * (kSpectrumPowerIterations + 1);
-    }
-  }
-  return 0;
-}
-
-uint64_t spectrum_working_bytes(SpectrumMethod method, uint64_t rows, uint64_t cols, uint64_t k) {
-  const uint64_t p = std::min(rows, cols), q = std::max(rows, cols);
-  switch (method) {
-    case SpectrumMethod::kSvd: return 8 * (rows * cols + p * p + 8 * q);
-    case SpectrumMethod::kGram:
-      return 8 * (p * p + p) + (cols <= rows ? 8 * std::min(rows, chunk_rows(cols)) * cols : 8 * rows * cols);
-    case SpectrumMethod::kRandomized: {
-      const uint64_t l = std::min(k + kSpectrumOversampling, p);
-      return 8 * (rows * cols + 2 * (rows + cols) * l + std::min(rows, chunk_rows(cols)) * cols + l * l);
-    }
-  }
-  return 0;
-}
 
 Status compute_spectrum(const MatrixView& matrix, SpectrumMethod method, std::span<double> values,
                         std::span<double> bounds, uint32_t threads) {
