@@ -490,7 +490,8 @@ TEST(OpDefinitions, EveryBuiltinOperationIsCompleteData) {
       }
     }
   }
-  EXPECT_EQ(registry.all().size(), 11u);
+  EXPECT_EQ(registry.all().size(), 14u);
+  EXPECT_NE(registry.find(TM_OP_SPECTRUM)->within_bounds, nullptr) << "a bounded operation says how results are compared";
   EXPECT_EQ(registry.find(TM_OP_TILE_STATS)->attributes.size(), 5u);
   EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder.size(), 1u);
   EXPECT_EQ(registry.find(TM_OP_RENDER_TILE)->ladder[0].op, TM_OP_RENDER_TILE_SAMPLED);

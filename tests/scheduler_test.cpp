@@ -347,7 +347,8 @@ TEST_F(SchedulerTest, ThePlacementLogKeepsRunningTotalsAndTheLastConsents) {
   EXPECT_EQ(summary.total.operations, 24u);
   EXPECT_EQ(summary.total.fallbacks, 1u);
   EXPECT_EQ(summary.total.consented, 22u);
-  EXPECT_EQ(summary.total.approximate, 22u);
+  EXPECT_EQ(summary.total.bounded, 22u);
+  EXPECT_EQ(summary.total.approximate, 0u);
   EXPECT_EQ(summary.by_backend.at("steady").operations, 1u);
   EXPECT_EQ(summary.by_backend.at("steady").fallbacks, 1u);
   EXPECT_EQ(summary.by_backend.at("flaky").operations, 1u);
@@ -357,7 +358,8 @@ TEST_F(SchedulerTest, ThePlacementLogKeepsRunningTotalsAndTheLastConsents) {
   EXPECT_EQ(summary.consents.back().tensor, "t21");
   const auto j = summary.to_json();
   EXPECT_EQ(j["operations"], 24);
-  EXPECT_EQ(j["by_backend"]["bounded"]["approximate"], 22);
+  EXPECT_EQ(j["by_backend"]["bounded"]["bounded"], 22);
+  EXPECT_EQ(j["by_backend"]["bounded"]["approximate"], 0);
   EXPECT_EQ(j["consents"].size(), 20u);
   EXPECT_EQ(j["consents"][19]["tensor"], "t21");
   EXPECT_EQ(j["consents"][19]["exactness"], "bounded");

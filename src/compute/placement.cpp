@@ -49,12 +49,13 @@ void count(PlacementCounts& c, const PlacementRecord& r) {
   ++c.operations;
   if (r.reason == PlacementReason::kFallback) ++c.fallbacks;
   if (r.reason == PlacementReason::kConsented) ++c.consented;
-  if (r.exactness != "bitwise") ++c.approximate;
+  if (r.exactness == "bounded") ++c.bounded;
+  if (r.exactness == "approximate") ++c.approximate;
 }
 
 nlohmann::ordered_json counts_json(const PlacementCounts& c) {
   return {{"operations", c.operations}, {"fallbacks", c.fallbacks}, {"consented", c.consented},
-          {"approximate", c.approximate}};
+          {"bounded", c.bounded}, {"approximate", c.approximate}};
 }
 
 }  // namespace
@@ -68,7 +69,8 @@ nlohmann::ordered_json PlacementSummary::to_json() const {
                     {"exactness", r.exactness}, {"detail", r.reason_detail}});
   }
   return {{"operations", total.operations}, {"by_backend", std::move(backends)}, {"fallbacks", total.fallbacks},
-          {"consented", total.consented}, {"approximate", total.approximate}, {"consents", std::move(kept)}};
+          {"consented", total.consented}, {"bounded", total.bounded}, {"approximate", total.approximate},
+          {"consents", std::move(kept)}};
 }
 
 uint64_t PlacementLog::append(PlacementRecord record) {

@@ -67,7 +67,8 @@ struct PlacementCounts {
   uint64_t operations = 0;
   uint64_t fallbacks = 0;    ///< placed again after a backend failed (reason fallback)
   uint64_t consented = 0;    ///< ran a rung the caller consented to (reason consented)
-  uint64_t approximate = 0;  ///< results that are not bitwise exact (exactness bounded or approximate)
+  uint64_t bounded = 0;      ///< results within a stated error bound of the exact one (exactness bounded)
+  uint64_t approximate = 0;  ///< approximate results (sampling, sketches: exactness approximate)
 };
 
 /// Totals since the log was created; they outlive the records the log keeps.
@@ -78,7 +79,7 @@ struct PlacementSummary {
 
   /// How many consented records are kept.
   static constexpr size_t kKeptConsents = 20;
-  /// JSON form: {operations, by_backend: {NAME: counts}, fallbacks, consented, approximate,
+  /// JSON form: {operations, by_backend: {NAME: counts}, fallbacks, consented, bounded, approximate,
   /// consents: [{sequence, op, tensor, backend, exactness, detail}]}.
   nlohmann::ordered_json to_json() const;
 };

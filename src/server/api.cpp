@@ -1,4 +1,5 @@
-// The data routes: statistics, histograms, quantiles, outliers, channels, values, cells and tiles.
+// The data routes: statistics, histograms, quantiles, outliers, channels, values, cells and tiles
+// (spectra: api_spectrum.cpp).
 #include "server/api.h"
 
 #include <cmath>
@@ -408,6 +409,7 @@ void ApiContext::register_routes(httplib::Server& http) {
   register_compute_routes(http);
   register_compare_routes(http);
   register_metadata_routes(http);
+  register_spectrum_routes(http);
 }
 
 }  // namespace tensormorph::server

@@ -47,6 +47,8 @@ class ApiContext {
   void register_compare_routes(httplib::Server& http);
   /// A checkpoint's format facts and metadata, long arrays paged (api_metadata.cpp).
   void register_metadata_routes(httplib::Server& http);
+  /// One tensor's spectrum and every matrix's spectral metrics (api_spectrum.cpp).
+  void register_spectrum_routes(httplib::Server& http);
   /// Remembers an operation that answered "needs consent", for the Compute panel.
   void note_consent_request(nlohmann::ordered_json request);
 

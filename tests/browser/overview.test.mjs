@@ -2,7 +2,7 @@
 // file's statistics, the tree (natural block order, search, PyTorch Sequential blocks, badges),
 // folded thin tensors, the metadata view, deep links (reload and back/forward restore the view),
 // exports (PNG of the right size, CSV equal to the API's data), keyboard navigation, themes, a
-// laptop-sized window, and no layout shift while tiles stream.
+// laptop-sized window, no layout shift while tiles stream, and the spectra computed on request.
 // Usage: node tests/browser/overview.test.mjs TENSORMORPH_BINARY ARTIFACT_DIR
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -229,6 +229,37 @@ try {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   check(overflow <= 0, `a 1280 x 720 window needs no horizontal scrolling (${overflow} px)`);
   await shot(page, 'overview-7-laptop');
+
+  // Spectra: nothing known at first; "Compute spectra" walks every matrix, the alpha and stable
+  // rank charts follow each role across blocks with the API's values, and the one tensor holding
+  // NaN is listed as having no spectrum.
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`${url}?ckpt=0&view=overview`);
+  await page.waitForSelector('#spectra-compute');
+  check((await page.textContent('#spectra')).includes('no spectra computed yet'), 'the overview starts with no spectra');
+  check(!(await page.$('.spectra-chart canvas')), 'and draws no spectra chart before the button');
+  await page.click('#spectra-compute');
+  await page.waitForSelector('#spectra-progress');
+  await page.waitForFunction(() => /^done: 29 \/ 29/.test(document.querySelector('#spectra-progress')?.textContent || ''), null, { timeout: 120000 });
+  check(true, 'the progress line counts every matrix (29)');
+  await page.waitForFunction(() => document.querySelectorAll('.spectra-chart canvas').length >= 2);
+  const charts = await page.$$eval('.spectra-chart', (cs) => cs.map((c) => `${c.dataset.stack}/${c.dataset.metric}`));
+  check(charts.includes('model.layers/alpha') && charts.includes('model.layers/stable_rank'), `alpha and stable rank are charted by block (${charts})`);
+  const drawn = await page.evaluate(() => window.__tm.spectraCharts['model.layers/alpha']);
+  const known = await getJson(url, 'api/spectra?ckpt=0');
+  const alphaOf = (name) => known.tensors.find((t) => t.name === name).metrics.power_law.alpha;
+  const qLine = drawn.series.find((s) => s.role === 'self_attn.q_proj.weight');
+  check(!!qLine && [0, 1, 2, 3].every((b) => qLine.values[b] === alphaOf(`model.layers.${b}.self_attn.q_proj.weight`)),
+    `the q line's alphas are the API's (${qLine && qLine.values.map((v) => v.toFixed(2))})`);
+  check(drawn.series.every((s) => !s.role.includes('layernorm')), 'norm vectors have no line');
+  const downLine = drawn.series.find((s) => s.role === 'mlp.down_proj.weight');
+  check(downLine.values[2] === null, 'the block whose down_proj holds NaN has a gap');
+  check((await page.textContent('#spectra-errors')).includes('model.layers.2.mlp.down_proj.weight'), 'that tensor is listed as having no spectrum');
+  check(known.tensors.find((t) => t.name === 'model.layers.1.self_attn.q_proj.weight').metrics.mp_spikes === 4, 'the spectra kept hold the planted spikes');
+  await shot(page, 'overview-8-spectra');
+  await page.reload();
+  await page.waitForFunction(() => document.querySelectorAll('.spectra-chart canvas').length >= 2, null, { timeout: 20000 });
+  check((await page.textContent('#spectra')).includes('28 matrices known'), 'after a reload the kept spectra are charted at once');
   await finish();
 } catch (e) {
   await finish(e);

@@ -1,8 +1,8 @@
 // End-to-end, the tensor view: `tensormorph serve` on the demo checkpoint and its GGUF twin in
 // headless Debian Chromium. Exact values at deep zoom, statistics, quantiles and outliers against
 // the file, jumps to the extreme and to the first NaN, the Compute drawer (constraints, records,
-// budgets, persisting), the consent ladder for renders and quantiles, refused tiles shown with
-// their reason, and a foreign page kept out.
+// budgets, persisting), the consent ladder for renders, quantiles and spectra, refused tiles shown
+// with their reason, a foreign page kept out, and the Spectrum section (charts and metrics).
 // Usage: node tests/browser/viewer.test.mjs TENSORMORPH_BINARY ARTIFACT_DIR
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -302,6 +302,62 @@ try {
   check(cells.length > 0 && cells.every((c) => c.startsWith('~')), 'the table marks every approximate value with ~');
   check((await page4.textContent('#quantiles-note')).includes('approximate'), 'the note says approximate and why');
   await shot(page4, 'tensor-7-quantiles-approximate');
+
+  // The spectrum past the same budget: opening its section asks for consent with the spectrum's
+  // ladder; the Gram rung answers, its metrics marked "~".
+  await page4.click('#spectrum .section-toggle');
+  await page4.waitForFunction(() => document.querySelector('#consent').open && document.querySelector('#consent-reason').textContent.includes('spectrum'), null, { timeout: 20000 });
+  const spectrumRungs = await page4.$$eval('#consent-rungs button', (bs) => bs.map((b) => b.dataset.rung));
+  check(['exact', 'gram', 'randomized'].every((r) => spectrumRungs.includes(r)), `the dialog offers the spectrum ladder (${spectrumRungs})`);
+  check((await page4.textContent('#consent-rungs')).includes('Gram'), 'each rung says what it computes');
+  check((await page4.textContent('#spectrum-consent')).includes('consent'), 'the spectrum section says the exact spectrum needs consent');
+  await page4.click('#consent-rungs button[data-rung="gram"]');
+  await page4.waitForFunction((name) => window.__tm.spectrum && window.__tm.spectrum.tensor === name, fresh, { timeout: 20000 });
+  const gram = await page4.evaluate(() => window.__tm.spectrum);
+  check(gram.rung === 'gram' && gram.exactness === 'bounded', `after consent the Gram rung answered (${gram.rung}, ${gram.exactness})`);
+  await page4.waitForSelector('#spectrum-metrics td');
+  const gramCells = await page4.$$eval('#spectrum-metrics td', (tds) => tds.map((td) => td.textContent));
+  check(gramCells.length > 0 && gramCells.every((c) => c.startsWith('~')), 'the spectrum\'s metrics are marked ~');
+  check((await page4.textContent('#spectrum-note')).includes('bounded (gram'), 'the note says how exact and which rung');
+  await shot(page4, 'tensor-9-spectrum-consented');
+  await page4.context().close();
+
+  // The Spectrum section on the demo's q_proj of block 1 (four planted spikes): closed until asked,
+  // then the singular values, the ESD with its fit and bulk edge, and the metrics; it stays open
+  // for the next tensors, and a tensor holding NaN shows the engine's reason.
+  const page5 = await newPage({ allowed: (text) => text.includes('status of 400') });
+  const spiky = 'model.layers.1.self_attn.q_proj.weight';
+  await page5.goto(`${url}?view=tensor&tensor=${spiky}`);
+  await page5.waitForSelector('#spectrum .section-toggle', { timeout: 20000 });
+  check(!(await page5.$('#spectrum-values')), 'the Spectrum section computes nothing until opened');
+  await page5.click('#spectrum .section-toggle');
+  await page5.waitForFunction((name) => window.__tm.spectrum && window.__tm.spectrum.tensor === name, spiky, { timeout: 30000 });
+  await page5.waitForSelector('#spectrum-values canvas');
+  await page5.waitForSelector('#spectrum-esd canvas');
+  check(true, 'the singular values and the ESD are drawn');
+  const spectrum = await page5.evaluate(() => window.__tm.spectrum);
+  const metricText = async (p) => p.$$eval('#spectrum-metrics td', (tds) => Object.fromEntries(tds.map((td) => [td.dataset.metric, td.textContent])));
+  const shown = await metricText(page5);
+  check(shown['MP spikes'] === '4', `the metrics list 4 Marchenko-Pastur spikes (${shown['MP spikes']})`);
+  check(/^\d[\d.]* \(KS [\d.]+, tail \d+\)$/.test(shown.alpha), `alpha is listed with its KS distance and tail size (${shown.alpha})`);
+  check(shown['matrix'] === '384 × 384' && shown['σ₁'] !== '—' && shown['stable rank'] !== '—' && shown['effective rank'] !== '—', `σ₁, stable and effective rank are listed (${JSON.stringify(shown)})`);
+  const spikyValues = safetensorsValues(demo, spiky);
+  const frobenius = Math.sqrt(Array.from(spikyValues).reduce((s, v) => s + v * v, 0));
+  check(Math.abs(spectrum.metrics.frobenius_norm - frobenius) <= 1e-9 * frobenius, `‖W‖_F from the singular values equals the file's (${spectrum.metrics.frobenius_norm} vs ${frobenius})`);
+  const esd = spectrum.esd;
+  check(esd.counts.reduce((a, b) => a + b, 0) === 384 && esd.fit.some((v) => v > 0) && esd.mp_bulk_edge > esd.edges[0] && esd.power_law.xmin > esd.edges[0],
+    'the ESD holds every eigenvalue, with the power law from xmin and the bulk edge inside its range');
+  await page5.$eval('#spectrum', (e) => e.scrollIntoView());
+  await shot(page5, 'tensor-8-spectrum');
+  await openTensor(page5, 'model.layers.0.self_attn.q_proj.weight');
+  await page5.waitForFunction(() => window.__tm.spectrum && window.__tm.spectrum.tensor === 'model.layers.0.self_attn.q_proj.weight', null, { timeout: 30000 });
+  await page5.waitForSelector('#spectrum-metrics');
+  check((await metricText(page5))['MP spikes'] === '2', 'the section stays open for the next tensor: another q_proj has 2 spikes');
+  await openTensor(page5, 'model.layers.2.mlp.down_proj.weight');
+  await page5.waitForSelector('#spectrum-error', { timeout: 30000 });
+  const nanWhy = await page5.textContent('#spectrum-error');
+  check(nanWhy.includes('row 7, column 11 is NaN') && nanWhy.includes('model.layers.2.mlp.down_proj.weight'), `a tensor holding NaN shows the engine's reason (${nanWhy})`);
+  await page5.context().close();
   await finish();
 } catch (e) {
   await finish(e);

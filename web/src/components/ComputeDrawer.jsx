@@ -90,11 +90,12 @@ function Summary({ c }) {
             <div class="big">{count(v.operations)}</div>
             <div class="dim">operations</div>
             {v.fallbacks > 0 && <div class="warn">{count(v.fallbacks)} after a fallback</div>}
+            {v.bounded > 0 && <div class="dim">{count(v.bounded)} within a stated bound</div>}
             {v.approximate > 0 && <div class="warn">{count(v.approximate)} approximate</div>}
           </div>
         ))}
       </div>
-      <div class="dim">{count(s.operations)} operations since the server started · {count(s.fallbacks)} fallbacks · {count(s.consented)} consented · {count(s.approximate)} approximate</div>
+      <div class="dim">{count(s.operations)} operations since the server started · {count(s.fallbacks)} fallbacks · {count(s.consented)} consented · {count(s.bounded || 0)} bounded · {count(s.approximate)} approximate</div>
       {s.consents && s.consents.length > 0 && (
         <div class="consents" id="consents">
           <strong>Approximate results you consented to</strong>

@@ -1,5 +1,6 @@
 // The inspector beside the heatmap: exact statistics, the distribution (exact quantiles and a
-// histogram with log counts and range zoom), and the outliers, each a click from the heatmap.
+// histogram with log counts and range zoom), the outliers, each a click from the heatmap, and the
+// spectrum of a matrix (Spectrum.jsx).
 import { useEffect, useRef, useState } from 'preact/hooks';
 
 import { api } from '../lib/api.js';
@@ -8,6 +9,7 @@ import { afterFirstHeatmap, heatmapPainted } from '../lib/heatmap.js';
 import { fmt, count } from '../lib/format.js';
 import * as S from '../lib/state.js';
 import { heatmapActions } from './Shortcuts.jsx';
+import { Spectrum } from './Spectrum.jsx';
 import { Section, ErrorNote, ExportButtons, DataTable } from './ui.jsx';
 
 /** Loads `path` with `params` whenever `deps` change; {data, error, busy, reload}. */
@@ -166,6 +168,8 @@ export function Inspector() {
       <Statistics ckptId={ckptId} name={name} />
       <Distribution ckptId={ckptId} name={name} />
       <Outliers ckptId={ckptId} name={name} />
+      {/* Vectors have no spectrum beyond their norm. */}
+      {(S.currentTensor.value?.shape.length ?? 0) >= 2 && <Spectrum ckptId={ckptId} name={name} />}
     </div>
   );
 }

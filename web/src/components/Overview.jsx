@@ -1,6 +1,7 @@
 // The whole model at a glance: for each stack a grid of blocks x roles coloured by a chosen
 // statistic (from the index, so nothing is read), lines of that statistic across blocks per
-// role, the most unusual tensors first, and a summary of the model on the right.
+// role, the most unusual tensors first, the spectra of the matrices on request (SpectraPanel.jsx),
+// and a summary of the model on the right.
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 
 import { api } from '../lib/api.js';
@@ -9,6 +10,7 @@ import { colorTable, loadedColorTable, colorAt, paintBar, CATEGORY_COLORS, NON_F
 import { fmt, count, bytes, shortCount, shape as shapeText } from '../lib/format.js';
 import { nonFinite, unusualTensors, describeNonFinite } from '../lib/model.js';
 import * as S from '../lib/state.js';
+import { SpectraPanel } from './SpectraPanel.jsx';
 import { Select, ErrorNote, Empty, Segmented, ExportButtons } from './ui.jsx';
 
 /** The statistics a cell can show: how to read one from a tensor (and a comparison row). */
@@ -201,7 +203,7 @@ function RoleLines({ stack, tensors, stat, diffs }) {
     if (!STATS[stat].numeric || stack.blockList.length < 2) return undefined;
     const blocks = stack.blockList.map((b) => b.block);
     const index = new Map(blocks.map((b, i) => [b, i]));
-    const series = stack.roles.map((r, i) => ({ role: r, label: stack.labels[i], values: new Array(blocks.length).fill(null) }));
+    const series = stack.roles.map((r, i) => ({ role: r, label: stack.labels[i], colorIndex: i, values: new Array(blocks.length).fill(null) }));
     const byRole = new Map(series.map((s) => [s.role, s]));
     for (const t of tensors) {
       const v = statOf(stat, t, diffs);
@@ -347,6 +349,7 @@ export function Overview() {
           <RoleLines stack={s} tensors={s.tensors} stat={stat} diffs={diffs.map} />
         </div>
       ))}
+      {stacks.length > 0 && <SpectraPanel stacks={stacks} />}
       <OutsideBlocks tensors={outside} stat={stat} diffs={diffs.map} colors={colors} />
       {hover && (
         <div class="tooltip" id="overview-tooltip" style={{ left: `${hover.x + 14}px`, top: `${hover.y + 12}px` }}>

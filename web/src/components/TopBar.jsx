@@ -77,6 +77,7 @@ function ComputePill() {
       <span>{mode}</span>
       {by.map(([name, v]) => <span class="pill-part">{name} {v.operations}</span>)}
       {c.summary && c.summary.fallbacks > 0 && <span class="pill-part warn">{c.summary.fallbacks} fallback{c.summary.fallbacks === 1 ? '' : 's'}</span>}
+      {c.summary && c.summary.bounded > 0 && <span class="pill-part" title="within a stated error bound (spectra)">{c.summary.bounded} bounded</span>}
       {c.summary && c.summary.approximate > 0 && <span class="pill-part warn">{c.summary.approximate} approximate</span>}
     </button>
   );

@@ -28,13 +28,15 @@ export function Select({ value, options, onChange, label, id, title }) {
   );
 }
 
-/** A titled panel of the inspector; collapsible, with actions on the right of its title. */
-export function Section({ title, actions, children, id, open: initiallyOpen = true }) {
+/** A titled panel of the inspector; collapsible (`onToggle(open)` hears each change), with
+ *  actions on the right of its title. */
+export function Section({ title, actions, children, id, open: initiallyOpen = true, onToggle }) {
   const [open, setOpen] = useState(initiallyOpen);
+  const toggle = () => { setOpen(!open); if (onToggle) onToggle(!open); };
   return (
     <section class="section" id={id}>
       <header>
-        <button type="button" class="section-toggle" aria-expanded={open} onClick={() => setOpen(!open)}>
+        <button type="button" class="section-toggle" aria-expanded={open} onClick={toggle}>
           <span class="chevron">{open ? '▾' : '▸'}</span>{title}
         </button>
         <div class="section-actions">{actions}</div>

@@ -33,6 +33,15 @@ export const theme = signal(initialTheme());
 export const computeState = signal(null);
 /** Operations waiting for the user's consent: {op, tensor, reason, ladder, onChoose}. */
 export const consentQueue = signal([]);
+/** Whether the inspector's Spectrum section is open (an SVD per tensor opened: off until asked,
+ *  then remembered in this browser). */
+export const spectrumOpen = signal(localStorage.getItem('tm-spectrum-open') === '1');
+
+/** Opens or closes the Spectrum section for every tensor from now on. */
+export function setSpectrumOpen(open) {
+  spectrumOpen.value = open;
+  localStorage.setItem('tm-spectrum-open', open ? '1' : '0');
+}
 
 /** The selected tensor's /api/tensors entry. */
 export const currentTensor = computed(() => {
