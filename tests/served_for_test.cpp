@@ -24,7 +24,15 @@ ServedForTest::~ServedForTest() {
 }
 
 httplib::Result ServedForTest::get(const std::string& path) const {
-  return httplib::Client("127.0.0.1", port_).Get(path.c_str());
+  return client().Get(path.c_str());
+}
+
+httplib::Client ServedForTest::client() const {
+  httplib::Client c("127.0.0.1", port_);
+  // Analyses computed on request (a spectrum) take seconds on a loaded 2-core machine under the
+  // sanitizers: wait for them rather than fail on the client's 5 s default.
+  c.set_read_timeout(120, 0);
+  return c;
 }
 
 nlohmann::json ServedForTest::get_json(const std::string& path, int status) const {
@@ -38,7 +46,7 @@ nlohmann::json ServedForTest::get_json(const std::string& path, int status) cons
 
 httplib::Result ServedForTest::post(const std::string& path, const std::string& body, const std::string& type,
                                     const httplib::Headers& headers) const {
-  return httplib::Client("127.0.0.1", port_).Post(path.c_str(), headers, body, type.c_str());
+  return client().Post(path.c_str(), headers, body, type.c_str());
 }
 
 void ServedForTest::post_ok(const std::string& path, const std::string& body) const {

@@ -43,6 +43,8 @@ class ServedForTest {
   void post_ok(const std::string& path, const std::string& body) const;
 
  private:
+  /// A client of the server that waits as long as an analysis computed on request may take.
+  httplib::Client client() const;
   ServedForTest(std::unique_ptr<server::ViewerServer> server, int port);
   std::unique_ptr<server::ViewerServer> server_;
   int port_;

@@ -9,6 +9,7 @@
 
 #include "index/index_builder.h"
 #include "engine/compute_session.h"
+#include "engine/ladder.h"
 #include "tensormorph/open.h"
 #include "engine/tensor_ops.h"
 #include <optional>
@@ -136,6 +137,10 @@ int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed,
 /// Says on stderr that a --fail-above gate failed, with up to five of the `offenders` (one line
 /// each); returns kExitGateFailed.
 int report_gate_failure(const std::vector<std::string>& offenders);
+
+/// The rungs on offer for the tensors whose exact result needs consent, on stderr (five tensors at
+/// most): why, what each rung computes, its bound and its estimated cost, and how to accept one.
+void print_consent_ladders(const std::vector<const engine::LadderPlan*>& waiting, const std::string& consent);
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

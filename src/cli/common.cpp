@@ -72,6 +72,27 @@ int report_gate_failure(const std::vector<std::string>& offenders) {
   return kExitGateFailed;
 }
 
+void print_consent_ladders(const std::vector<const engine::LadderPlan*>& waiting, const std::string& consent) {
+  constexpr size_t kShown = 5;
+  for (size_t i = 0; i < std::min(waiting.size(), kShown); ++i) {
+    const engine::LadderPlan& plan = *waiting[i];
+    std::cerr << "tensormorph: needs consent: " << printable(plan.reason, 400) << "\n";
+    if (!consent.empty()) std::cerr << "  the rung consented to ('" << consent << "') is not on offer for this tensor\n";
+    if (plan.ladder.empty()) std::cerr << "  no rung can run within the constraints\n";
+    for (const auto& rung : plan.ladder) {
+      char cost[32];
+      std::snprintf(cost, sizeof cost, "%.1f ms", rung.estimated_ns / 1e6);
+      std::cerr << "  " << rung.id << std::string(12 - std::min<size_t>(11, rung.id.size()), ' ') << "about " << cost
+                << " on " << rung.runs_on << ": " << rung.computes << "\n               bound: " << rung.error_bound << "\n";
+    }
+  }
+  if (waiting.size() > kShown) std::cerr << "tensormorph: ... and " << waiting.size() - kShown << " more tensors need consent\n";
+  if (!waiting.empty()) {
+    std::cerr << "tensormorph: run again with --consent RUNG to accept a rung listed (approximate: the cheapest "
+                 "below exact)\n";
+  }
+}
+
 void print_error(const std::string& message) { std::cerr << "tensormorph: error: " << message << "\n"; }
 
 void warn_unkept(const Status& kept) {

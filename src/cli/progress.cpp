@@ -20,9 +20,33 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
   const double gbps = seconds > 0 ? static_cast<double>(bytes_done) / seconds / 1e9 : 0.0;
   // The first moments' rate says little (open, first page faults): no ETA until it means something.
   const bool rate_known = gbps > 0 && seconds >= 0.5 && fraction >= 0.01;
+  char amounts[96];
+  std::snprintf(amounts, sizeof amounts, "%s / %s  %.2f GB/s", human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps);
+  draw(fraction, amounts, eta_text(complete, rate_known, rate_known ? static_cast<double>(bytes_total - bytes_done) / (gbps * 1e9) : 0), current,
+       complete);
+}
+
+void ProgressDisplay::update_items(uint64_t items_done, uint64_t items_total, double work_done, double work_total,
+                                   const std::string& current, double seconds) {
+  const bool complete = items_total > 0 && items_done >= items_total;
+  if (!due(complete)) return;
+  const double fraction = complete || work_total <= 0 ? (complete ? 1.0 : 0.0) : std::min(1.0, work_done / work_total);
+  char amounts[64];
+  std::snprintf(amounts, sizeof amounts, "%llu / %llu", static_cast<unsigned long long>(items_done),
+                static_cast<unsigned long long>(items_total));
+  const bool rate_known = seconds >= 0.5 && fraction >= 0.01;
+  draw(fraction, amounts, eta_text(complete, rate_known, rate_known ? seconds * (1 - fraction) / fraction : 0), current, complete);
+}
+
+std::string ProgressDisplay::eta_text(bool complete, bool known, double seconds_left) {
   char eta[32] = "ETA   --";
   if (complete) std::snprintf(eta, sizeof eta, "ETA 0s");
-  else if (rate_known) std::snprintf(eta, sizeof eta, "ETA %.0fs", static_cast<double>(bytes_total - bytes_done) / (gbps * 1e9));
+  else if (known) std::snprintf(eta, sizeof eta, "ETA %.0fs", seconds_left);
+  return eta;
+}
+
+void ProgressDisplay::draw(double fraction, const std::string& amounts, const std::string& eta, const std::string& current,
+                           bool complete) {
   // Tensor names come from the file: escape them so they cannot move the cursor or recolour the terminal.
   std::string shown = printable(current, terminal_ ? 40 : 200);
   char line[1024];
@@ -31,38 +55,13 @@ void ProgressDisplay::update(uint64_t bytes_done, uint64_t bytes_total, const st
     constexpr int kWidth = 28;
     std::string bar(static_cast<size_t>(fraction * kWidth), '#');
     bar.resize(kWidth, '.');
-    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %s / %s  %.2f GB/s  %s  %s", label_.c_str(), bar.c_str(),
-                  100 * fraction, human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps, eta,
+    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %s  %s  %s", label_.c_str(), bar.c_str(), 100 * fraction,
+                  amounts.c_str(), eta.c_str(), shown.c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%s: %.1f%%  %s  %s  %s\n", label_.c_str(), 100 * fraction, amounts.c_str(), eta.c_str(),
                   shown.c_str());
-  } else {
-    std::snprintf(line, sizeof line, "%s: %.1f%%  %s / %s  %.2f GB/s  %s  %s\n", label_.c_str(), 100 * fraction,
-                  human_bytes(bytes_done).c_str(), human_bytes(bytes_total).c_str(), gbps, eta, shown.c_str());
   }
-  draw(line, complete);
-}
-
-void ProgressDisplay::update_items(uint64_t items_done, uint64_t items_total, double work_done, double work_total,
-                                   const std::string& current, double seconds) {
-  const bool complete = items_total > 0 && items_done >= items_total;
-  if (!due(complete)) return;
-  const double fraction = complete || work_total <= 0 ? (complete ? 1.0 : 0.0) : std::min(1.0, work_done / work_total);
-  char eta[32] = "ETA   --";
-  if (complete) std::snprintf(eta, sizeof eta, "ETA 0s");
-  else if (seconds >= 0.5 && fraction >= 0.01) std::snprintf(eta, sizeof eta, "ETA %.0fs", seconds * (1 - fraction) / fraction);
-  std::string shown = printable(current, terminal_ ? 40 : 200);
-  char line[1024];
-  if (terminal_) {
-    if (shown.size() < 40) shown.resize(40, ' ');
-    constexpr int kWidth = 28;
-    std::string bar(static_cast<size_t>(fraction * kWidth), '#');
-    bar.resize(kWidth, '.');
-    std::snprintf(line, sizeof line, "\r%s [%s] %5.1f%%  %llu / %llu  %s  %s", label_.c_str(), bar.c_str(), 100 * fraction,
-                  static_cast<unsigned long long>(items_done), static_cast<unsigned long long>(items_total), eta, shown.c_str());
-  } else {
-    std::snprintf(line, sizeof line, "%s: %.1f%%  %llu / %llu  %s  %s\n", label_.c_str(), 100 * fraction,
-                  static_cast<unsigned long long>(items_done), static_cast<unsigned long long>(items_total), eta, shown.c_str());
-  }
-  draw(line, complete);
+  emit(line, complete);
 }
 
 bool ProgressDisplay::due(bool complete) {
@@ -75,7 +74,7 @@ bool ProgressDisplay::due(bool complete) {
   return true;
 }
 
-void ProgressDisplay::draw(const char* line, bool complete) {
+void ProgressDisplay::emit(const char* line, bool complete) {
   if (!terminal_ && line == last_line_) return;
   last_line_ = line;
   std::fputs(line, stderr);

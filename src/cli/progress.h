@@ -32,7 +32,9 @@ class ProgressDisplay {
   std::string last_line_;
 
   bool due(bool complete);
-  void draw(const char* line, bool complete);
+  static std::string eta_text(bool complete, bool known, double seconds_left);
+  void draw(double fraction, const std::string& amounts, const std::string& eta, const std::string& current, bool complete);
+  void emit(const char* line, bool complete);
 };
 
 }  // namespace tensormorph::cli

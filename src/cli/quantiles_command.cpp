@@ -57,7 +57,7 @@ nlohmann::ordered_json row_json(const Row& r) {
     return j;
   }
   if (r.needs_consent) {
-    j["needs_consent"] = engine::quantile_plan_json(*r.needs_consent);
+    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
     return j;
   }
   j.update(engine::quantiles_json(r.q, t.dtype));
@@ -144,31 +144,6 @@ void print_csv(const std::vector<Row>& rows) {
                 << "," << format_double(v.linear) << "," << mad << ",\n";
     }
     if (r.q.values.empty()) std::cout << head << "," << counts << ",,,," << mad << ",\n";
-  }
-}
-
-/// The rungs on offer for the tensors that need consent, on stderr: what each computes, its bound,
-/// its estimated cost, and how to accept one.
-void print_ladders(const std::vector<Row>& rows, const std::string& consent) {
-  constexpr size_t kShown = 5;
-  size_t waiting = 0;
-  for (const auto& r : rows) {
-    if (!r.needs_consent) continue;
-    if (waiting++ >= kShown) continue;
-    std::cerr << "tensormorph: needs consent: " << printable(r.needs_consent->reason, 400) << "\n";
-    if (!consent.empty()) std::cerr << "  the rung consented to ('" << consent << "') is not on offer for this tensor\n";
-    if (r.needs_consent->ladder.empty()) std::cerr << "  no rung can run within the constraints\n";
-    for (const auto& rung : r.needs_consent->ladder) {
-      char cost[32];
-      std::snprintf(cost, sizeof cost, "%.1f ms", rung.estimated_ns / 1e6);
-      std::cerr << "  " << rung.id << std::string(10 - std::min<size_t>(9, rung.id.size()), ' ') << "about " << cost
-                << " on " << rung.runs_on << ": " << rung.computes << "\n             bound: " << rung.error_bound << "\n";
-    }
-  }
-  if (waiting > kShown) std::cerr << "tensormorph: ... and " << waiting - kShown << " more tensors need consent\n";
-  if (waiting > 0) {
-    std::cerr << "tensormorph: run again with --consent RUNG to accept a rung listed (approximate: the cheapest "
-                 "approximate one)\n";
   }
 }
 
@@ -283,7 +258,11 @@ Command add_quantiles_command(CLI::App& app) {
               if (opt->compute.explain) print_placements(std::cout, records);
             }
             note_unmet_preferences(records);
-            print_ladders(rows, opt->consent);
+            std::vector<const engine::LadderPlan*> waiting_plans;
+            for (const auto& r : rows) {
+              if (r.needs_consent) waiting_plans.push_back(&*r.needs_consent);
+            }
+            print_consent_ladders(waiting_plans, opt->consent);
             size_t failed = 0, waiting = 0;
             std::string first;
             for (const auto& r : rows) {

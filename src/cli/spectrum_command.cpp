@@ -52,7 +52,7 @@ nlohmann::ordered_json row_json(const Row& r, uint64_t top) {
     return j;
   }
   if (r.needs_consent) {
-    j["needs_consent"] = engine::spectrum_plan_json(*r.needs_consent);
+    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
     return j;
   }
   engine::Spectrum shown = r.spectrum;
@@ -137,28 +137,6 @@ void print_csv(const std::vector<Row>& rows) {
   }
 }
 
-void print_ladders(const std::vector<Row>& rows, const std::string& consent) {
-  constexpr size_t kShown = 5;
-  size_t waiting = 0;
-  for (const auto& r : rows) {
-    if (!r.needs_consent) continue;
-    if (waiting++ >= kShown) continue;
-    std::cerr << "tensormorph: needs consent: " << printable(r.needs_consent->reason, 400) << "\n";
-    if (!consent.empty()) std::cerr << "  the rung consented to ('" << consent << "') is not on offer for this tensor\n";
-    for (const auto& rung : r.needs_consent->ladder) {
-      char cost[32];
-      std::snprintf(cost, sizeof cost, "%.1f ms", rung.estimated_ns / 1e6);
-      std::cerr << "  " << rung.id << std::string(12 - std::min<size_t>(11, rung.id.size()), ' ') << "about " << cost
-                << " on " << rung.runs_on << ": " << rung.computes << "\n               bound: " << rung.error_bound << "\n";
-    }
-  }
-  if (waiting > kShown) std::cerr << "tensormorph: ... and " << waiting - kShown << " more tensors need consent\n";
-  if (waiting > 0) {
-    std::cerr << "tensormorph: run again with --consent RUNG to accept a rung listed (approximate: the cheapest "
-                 "below exact)\n";
-  }
-}
-
 }  // namespace
 
 Command add_spectrum_command(CLI::App& app) {
@@ -238,7 +216,7 @@ Command add_spectrum_command(CLI::App& app) {
                 if (plan.exact_within_budget) {
                   return engine::spectrum_by_rung(scheduler, *ckpt, t, options, engine::kSpectrumRungExact, &records);
                 }
-                if (const auto rung = engine::consented_spectrum_rung(plan, opt->consent)) {
+                if (const auto rung = engine::consented_rung(plan, opt->consent)) {
                   return engine::spectrum_by_rung(scheduler, *ckpt, t, options, rung->id, &records);
                 }
                 row.needs_consent = std::move(plan);
@@ -280,7 +258,11 @@ Command add_spectrum_command(CLI::App& app) {
               if (opt->compute.explain) print_placements(std::cout, records);
             }
             note_unmet_preferences(records);
-            print_ladders(rows, opt->consent);
+            std::vector<const engine::LadderPlan*> waiting_plans;
+            for (const auto& r : rows) {
+              if (r.needs_consent) waiting_plans.push_back(&*r.needs_consent);
+            }
+            print_consent_ladders(waiting_plans, opt->consent);
             size_t failed = 0, waiting = 0;
             std::string first;
             for (const auto& r : rows) {

@@ -26,22 +26,6 @@ constexpr double kHistogramReadNs = 20e3;
 /// Decoded floats per tm.decode@1 of the sample rung (64 MiB), so block types stay small.
 constexpr uint64_t kSampleDecodeFloats = uint64_t{1} << 24;
 
-std::string where_of(const Checkpoint& checkpoint, const TensorInfo& tensor) {
-  return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name);
-}
-
-std::string duration_text(double ns) {
-  char text[48];
-  if (ns >= 60e9) {
-    std::snprintf(text, sizeof text, "%.1f min", ns / 60e9);
-  } else if (ns >= 1e9) {
-    std::snprintf(text, sizeof text, "%.1f s", ns / 1e9);
-  } else {
-    std::snprintf(text, sizeof text, "%.1f ms", ns / 1e6);
-  }
-  return text;
-}
-
 std::string size_text(uint64_t bytes) {
   char text[48];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -95,9 +79,9 @@ Result<QuantilePlan> plan_quantiles(compute::Scheduler& scheduler, const Checkpo
   if (plan.exact_within_budget) return plan;
   const uint32_t passes = exact_quantile_passes(tensor.dtype, options);
   if (!exact.placeable) {
-    plan.reason = "exact quantiles of " + where_of(checkpoint, tensor) + " cannot run: " + exact.reason;
+    plan.reason = "exact quantiles of " + tensor_location(checkpoint, tensor) + " cannot run: " + exact.reason;
   } else {
-    plan.reason = "exact quantiles of " + where_of(checkpoint, tensor) + " would take about " +
+    plan.reason = "exact quantiles of " + tensor_location(checkpoint, tensor) + " would take about " +
                   duration_text(exact.estimated_ns) + " (" + passes_text(passes) + " over " +
                   size_text(tensor.nbytes) + " on " + exact.backend + "), over the time budget of " +
                   duration_text(budget) + " (compute.time_budget)";
@@ -127,17 +111,8 @@ Result<QuantilePlan> plan_quantiles(compute::Scheduler& scheduler, const Checkpo
                            chunks * decode.estimated_ns + static_cast<double>(draws) * kGatherNsPerSample, decode.backend});
   }
   // Nothing runs and nothing is on offer: the scheduler's refusal, which says what to change.
-  if (plan.ladder.empty() && !exact.refusal.ok()) return exact.refusal.with_context("exact quantiles of " + where_of(checkpoint, tensor));
+  if (plan.ladder.empty() && !exact.refusal.ok()) return exact.refusal.with_context("exact quantiles of " + tensor_location(checkpoint, tensor));
   return plan;
-}
-
-std::optional<QuantileRung> consented_rung(const QuantilePlan& plan, const std::string& consent) {
-  std::optional<QuantileRung> chosen;
-  for (const QuantileRung& r : plan.ladder) {
-    if (r.id == consent) return r;
-    if (consent == kConsentApproximate && r.id != kRungExact && (!chosen || r.estimated_ns < chosen->estimated_ns)) chosen = r;
-  }
-  return chosen;
 }
 
 Result<Quantiles> histogram_quantiles(std::span<const uint64_t> value_histogram, const std::optional<TensorSummary>& summary,
@@ -171,7 +146,7 @@ Result<Quantiles> histogram_quantiles(std::span<const uint64_t> value_histogram,
 Result<Quantiles> sampled_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                     const QuantileOptions& options, const std::optional<TensorSummary>& summary,
                                     Records* records) {
-  const std::string where = where_of(checkpoint, tensor);
+  const std::string where = tensor_location(checkpoint, tensor);
   if (!dtype_decodable(tensor.dtype)) return Status::Unsupported(where + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
   const uint64_t n = tensor.elements();
   Quantiles out;
@@ -263,20 +238,11 @@ Result<Quantiles> quantiles_by_rung(compute::Scheduler& scheduler, const Checkpo
   if (rung == kRungExact) return tensor_quantiles(scheduler, checkpoint, tensor, options, records, max_threads);
   if (rung == kRungHistogram) {
     auto q = histogram_quantiles(stored.value_histogram, stored.summary, options);
-    if (!q.ok()) return q.status().with_context(where_of(checkpoint, tensor));
+    if (!q.ok()) return q.status().with_context(tensor_location(checkpoint, tensor));
     return q;
   }
   if (rung == kRungSample) return sampled_quantiles(scheduler, checkpoint, tensor, options, stored.summary, records);
   return Status::InvalidArgument("unknown rung '" + rung + "' (exact, histogram, sample)");
-}
-
-nlohmann::ordered_json quantile_plan_json(const QuantilePlan& plan) {
-  nlohmann::ordered_json ladder = nlohmann::ordered_json::array();
-  for (const QuantileRung& r : plan.ladder) {
-    ladder.push_back({{"id", r.id}, {"computes", r.computes}, {"error_bound", r.error_bound},
-                      {"estimated_ms", r.estimated_ns / 1e6}, {"runs_on", r.runs_on}});
-  }
-  return {{"reason", plan.reason}, {"ladder", ladder}};
 }
 
 }  // namespace tensormorph::engine

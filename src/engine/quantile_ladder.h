@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compute/scheduler.h"
+#include "engine/ladder.h"
 #include "engine/pyramid.h"
 #include "engine/quantiles.h"
 #include "tensormorph/checkpoint.h"
@@ -22,27 +23,14 @@ inline constexpr uint64_t kQuantileSampleSize = uint64_t{1} << 18;
 /// Probability that every interval of the sample rung holds its true value at once.
 inline constexpr double kSampleConfidence = 0.999;
 
-/// Rung ids, as `--consent` and the API name them ("approximate" consents to any approximate rung).
-inline constexpr const char* kRungExact = "exact";
+/// The quantile ladder's own rung ids (kRungExact is every ladder's), as `--consent` and the API name them.
 inline constexpr const char* kRungHistogram = "histogram";
 inline constexpr const char* kRungSample = "sample";
-inline constexpr const char* kConsentApproximate = "approximate";
 
 /// One rung of the quantile ladder.
-struct QuantileRung {
-  std::string id;           ///< kRungExact, kRungHistogram or kRungSample
-  std::string computes;     ///< what it computes, in words
-  std::string error_bound;  ///< its error bound, in words
-  double estimated_ns = 0;  ///< its modelled time
-  std::string runs_on;      ///< where its operations would run
-};
-
+using QuantileRung = LadderRung;
 /// Whether exact quantiles fit the budgets, and what is on offer when they do not.
-struct QuantilePlan {
-  bool exact_within_budget = false;
-  std::string reason;               ///< when not within budget: why
-  std::vector<QuantileRung> ladder;  ///< the rungs that can run: exact first, then the approximate ones
-};
+using QuantilePlan = LadderPlan;
 
 /// What the index knows of a tensor, for the approximate rungs (both optional).
 struct StoredKnowledge {
@@ -55,9 +43,6 @@ struct StoredKnowledge {
 Result<QuantilePlan> plan_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                     const QuantileOptions& options, const StoredKnowledge& stored,
                                     uint32_t max_threads = 0);
-
-/// The rung `consent` chooses from `plan` ("approximate": the cheapest approximate rung), or nullopt.
-std::optional<QuantileRung> consented_rung(const QuantilePlan& plan, const std::string& consent);
 
 /// Quantiles read off a value histogram: every order statistic lies in its bin (narrowed to the
 /// tensor's extremes when `summary` is given). No median absolute deviation.
@@ -75,8 +60,5 @@ Result<Quantiles> sampled_quantiles(compute::Scheduler& scheduler, const Checkpo
 Result<Quantiles> quantiles_by_rung(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                     const QuantileOptions& options, const StoredKnowledge& stored, const std::string& rung,
                                     Records* records = nullptr, uint32_t max_threads = 0);
-
-/// `plan` as JSON: {"reason", "ladder": [{id, computes, error_bound, estimated_ms, runs_on}]}.
-nlohmann::ordered_json quantile_plan_json(const QuantilePlan& plan);
 
 }  // namespace tensormorph::engine

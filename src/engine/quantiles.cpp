@@ -10,6 +10,7 @@
 
 #include "core/dtype_abi.h"
 #include "core/printable.h"
+#include "engine/ladder.h"
 #include "engine/matrix_shape.h"
 #include "tensormorph/decode.h"
 
@@ -376,10 +377,6 @@ class RadixBands {
   uint64_t row_bytes_ = 0, band_rows_ = 1;
 };
 
-std::string where_of(const Checkpoint& checkpoint, const TensorInfo& tensor) {
-  return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name);
-}
-
 }  // namespace
 
 uint32_t exact_quantile_passes(DType dtype, const QuantileOptions& options) {
@@ -391,7 +388,7 @@ Result<compute::PlacementEstimate> estimate_exact_quantiles(compute::Scheduler& 
                                                             const TensorInfo& tensor, const QuantileOptions& options,
                                                             uint32_t max_threads) {
   if (!dtype_decodable(tensor.dtype)) {
-    return Status::Unsupported(where_of(checkpoint, tensor) + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
+    return Status::Unsupported(tensor_location(checkpoint, tensor) + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
   }
   TM_ASSIGN_OR_RETURN(const RadixBands bands, RadixBands::open(checkpoint, tensor));
   // A first pass counts the top digit alone; the others count one digit under each wanted prefix.
@@ -420,7 +417,7 @@ Result<compute::PlacementEstimate> estimate_exact_quantiles(compute::Scheduler& 
 
 Result<Quantiles> tensor_quantiles(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                    const QuantileOptions& options, Records* records, uint32_t max_threads) {
-  const auto where = [&] { return where_of(checkpoint, tensor); };
+  const auto where = [&] { return tensor_location(checkpoint, tensor); };
   if (!dtype_decodable(tensor.dtype)) {
     return Status::Unsupported(where() + ": " + std::string(dtype_not_decodable_reason(tensor.dtype)));
   }

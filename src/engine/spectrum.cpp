@@ -18,22 +18,6 @@
 namespace tensormorph::engine {
 namespace {
 
-std::string where_of(const Checkpoint& checkpoint, const TensorInfo& tensor) {
-  return checkpoint.files()[tensor.file].path.string() + ": tensor " + quoted_name(tensor.name);
-}
-
-std::string duration_text(double ns) {
-  char text[48];
-  if (ns >= 60e9) {
-    std::snprintf(text, sizeof text, "%.1f min", ns / 60e9);
-  } else if (ns >= 1e9) {
-    std::snprintf(text, sizeof text, "%.1f s", ns / 1e9);
-  } else {
-    std::snprintf(text, sizeof text, "%.1f ms", ns / 1e6);
-  }
-  return text;
-}
-
 constexpr const char* kExactBound = "|s_i - sigma_i| <= c eps max(rows, cols) s_1 (backward-stable SVD, c = 4)";
 constexpr const char* kGramBound =
     "|s_i - sigma_i| <= min(sqrt(D), D / s_i), D = eps (max(rows, cols) ||A||_F^2 + c min(rows, cols) s_1^2): "
@@ -75,7 +59,7 @@ struct MatrixInput {
 };
 
 Result<MatrixInput> matrix_input(const Checkpoint& checkpoint, const TensorInfo& tensor) {
-  const std::string where = where_of(checkpoint, tensor);
+  const std::string where = tensor_location(checkpoint, tensor);
   if (tensor.shape.size() < 2) {
     return Status::FailedPrecondition(where + " has rank " + std::to_string(tensor.shape.size()) +
                                       ": a spectrum needs a matrix (rank 2 or more, seen as [leading dims, last dim])");
@@ -134,9 +118,9 @@ Result<SpectrumPlan> plan_spectrum(compute::Scheduler& scheduler, const Checkpoi
   if (plan.exact_within_budget) return plan;
   const std::string shape = std::to_string(in.shape.rows) + " x " + std::to_string(in.shape.cols);
   if (!exact.placeable) {
-    plan.reason = "the exact spectrum of " + where_of(checkpoint, tensor) + " (" + shape + ") cannot run: " + exact.reason;
+    plan.reason = "the exact spectrum of " + tensor_location(checkpoint, tensor) + " (" + shape + ") cannot run: " + exact.reason;
   } else {
-    plan.reason = "the exact spectrum of " + where_of(checkpoint, tensor) + " (" + shape + ") would take about " +
+    plan.reason = "the exact spectrum of " + tensor_location(checkpoint, tensor) + " (" + shape + ") would take about " +
                   duration_text(exact.estimated_ns) + " on " + exact.backend + ", over the time budget of " +
                   duration_text(budget) + " (compute.time_budget)";
     plan.ladder.push_back({kSpectrumRungExact, "all " + std::to_string(p) + " singular values by a backward-stable SVD",
@@ -165,22 +149,13 @@ Result<SpectrumPlan> plan_spectrum(compute::Scheduler& scheduler, const Checkpoi
                              kSampleBound, sample.estimated_ns, sample.backend});
     }
   }
-  if (plan.ladder.empty() && !exact.refusal.ok()) return exact.refusal.with_context("the spectrum of " + where_of(checkpoint, tensor));
+  if (plan.ladder.empty() && !exact.refusal.ok()) return exact.refusal.with_context("the spectrum of " + tensor_location(checkpoint, tensor));
   return plan;
-}
-
-std::optional<SpectrumRung> consented_spectrum_rung(const SpectrumPlan& plan, const std::string& consent) {
-  std::optional<SpectrumRung> chosen;
-  for (const SpectrumRung& r : plan.ladder) {
-    if (r.id == consent) return r;
-    if (consent == "approximate" && r.id != kSpectrumRungExact && (!chosen || r.estimated_ns < chosen->estimated_ns)) chosen = r;
-  }
-  return chosen;
 }
 
 Result<Spectrum> spectrum_by_rung(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                   const SpectrumOptions& options, const std::string& rung, Records* records) {
-  const std::string where = where_of(checkpoint, tensor);
+  const std::string where = tensor_location(checkpoint, tensor);
   TM_ASSIGN_OR_RETURN(const MatrixInput in, matrix_input(checkpoint, tensor));
   Spectrum s;
   s.rung = rung;
@@ -257,14 +232,5 @@ Result<Spectrum> spectrum_from_json(const nlohmann::json& j) {
 }
 
 std::string spectrum_cache_key() { return "spectrum/1 exact"; }
-
-nlohmann::ordered_json spectrum_plan_json(const SpectrumPlan& plan) {
-  nlohmann::ordered_json ladder = nlohmann::ordered_json::array();
-  for (const auto& r : plan.ladder) {
-    ladder.push_back({{"id", r.id}, {"computes", r.computes}, {"error_bound", r.error_bound},
-                      {"estimated_ms", r.estimated_ns / 1e6}, {"runs_on", r.runs_on}});
-  }
-  return {{"reason", plan.reason}, {"ladder", ladder}};
-}
 
 }  // namespace tensormorph::engine

@@ -13,13 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/scheduler.h"
+#include "engine/ladder.h"
 #include "engine/tensor_ops.h"
 #include "tensormorph/checkpoint.h"
 
 namespace tensormorph::engine {
 
-/// Rung ids, as `--consent` and the API name them ("approximate": the cheapest rung below exact).
-inline constexpr const char* kSpectrumRungExact = "exact";
+/// Rung ids, as `--consent` and the API name them (kConsentApproximate: the cheapest below exact).
+inline constexpr const char* kSpectrumRungExact = kRungExact;
 inline constexpr const char* kSpectrumRungGram = "gram";
 inline constexpr const char* kSpectrumRungRandomized = "randomized";
 inline constexpr const char* kSpectrumRungSample = "sample";
@@ -37,21 +38,9 @@ struct SpectrumOptions {
 };
 
 /// One rung of the spectrum ladder.
-struct SpectrumRung {
-  std::string id;           ///< a kSpectrumRung* id
-  std::string computes;     ///< what it computes, in words
-  std::string error_bound;  ///< its error bound, in words
-  double estimated_ns = 0;  ///< its modelled time
-  std::string runs_on;      ///< the backend it would run on
-};
-
+using SpectrumRung = LadderRung;
 /// Whether the exact spectrum fits the budgets, and what is on offer when it does not.
-struct SpectrumPlan {
-  bool exact_within_budget = false;
-  double exact_ns = 0;               ///< the exact rung's modelled time (when placeable)
-  std::string reason;                ///< when not within budget: why
-  std::vector<SpectrumRung> ladder;  ///< the rungs that can run, exact first when placeable
-};
+using SpectrumPlan = LadderPlan;
 
 /// The singular values of one matrix, as a rung computed them.
 struct Spectrum {
@@ -69,9 +58,6 @@ struct Spectrum {
 Result<SpectrumPlan> plan_spectrum(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                    const SpectrumOptions& options);
 
-/// The rung `consent` chooses from `plan` ("approximate": the cheapest below exact), or nullopt.
-std::optional<SpectrumRung> consented_spectrum_rung(const SpectrumPlan& plan, const std::string& consent);
-
 /// Runs `rung` on `tensor` through the scheduler (the consent is the caller's: nothing checks it here).
 Result<Spectrum> spectrum_by_rung(compute::Scheduler& scheduler, const Checkpoint& checkpoint, const TensorInfo& tensor,
                                   const SpectrumOptions& options, const std::string& rung, Records* records = nullptr);
@@ -82,8 +68,5 @@ nlohmann::ordered_json spectrum_json(const Spectrum& spectrum);
 Result<Spectrum> spectrum_from_json(const nlohmann::json& j);
 /// The analysis cache's key of an exact spectrum.
 std::string spectrum_cache_key();
-
-/// `plan` as JSON: {"reason", "ladder": [{id, computes, error_bound, estimated_ms, runs_on}]}.
-nlohmann::ordered_json spectrum_plan_json(const SpectrumPlan& plan);
 
 }  // namespace tensormorph::engine

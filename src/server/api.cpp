@@ -179,7 +179,7 @@ void ApiContext::register_routes(httplib::Server& http) {
     if (!plan->exact_within_budget) {
       const auto chosen = engine::consented_rung(*plan, consent);
       if (!chosen) {
-        json answer = engine::quantile_plan_json(*plan);
+        json answer = engine::ladder_plan_json(*plan);
         for (auto& r : answer["ladder"]) r["backend"] = r["runs_on"];
         answer["op"] = "quantiles";
         answer["tensor"] = tensor.name;

@@ -99,7 +99,7 @@ std::optional<engine::Spectrum> kept_spectrum(const Result<index::AnalysisCache>
 
 // The ladder answer (HTTP 409) of the consent protocol, as /api/quantiles gives it.
 json needs_consent_json(const engine::SpectrumPlan& plan, const std::string& tensor) {
-  json answer = engine::spectrum_plan_json(plan);
+  json answer = engine::ladder_plan_json(plan);
   for (auto& r : answer["ladder"]) r["backend"] = r["runs_on"];
   answer["op"] = "spectrum";
   answer["tensor"] = tensor;
@@ -131,7 +131,7 @@ void ApiContext::register_spectrum_routes(httplib::Server& http) {
       if (!plan.ok()) return reply_error(res, plan.status());
       std::string rung = engine::kSpectrumRungExact;
       if (!plan->exact_within_budget) {
-        const auto chosen = engine::consented_spectrum_rung(*plan, param(req, "consent").value_or(""));
+        const auto chosen = engine::consented_rung(*plan, param(req, "consent").value_or(""));
         if (!chosen) {
           json answer = needs_consent_json(*plan, tensor.name);
           note_consent_request(answer);
