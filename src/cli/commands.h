@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "index/index_builder.h"
+#include "core/printable.h"
 #include "engine/compute_session.h"
 #include "engine/ladder.h"
 #include "tensormorph/open.h"
@@ -141,6 +142,23 @@ int report_gate_failure(const std::vector<std::string>& offenders);
 /// The rungs on offer for the tensors whose exact result needs consent, on stderr (five tensors at
 /// most): why, what each rung computes, its bound and its estimated cost, and how to accept one.
 void print_consent_ladders(const std::vector<const engine::LadderPlan*>& waiting, const std::string& consent);
+
+/// The end of an analysis command over `rows` (each with `tensor`, `error` and an optional
+/// `needs_consent` plan): the ladders of the tensors waiting for consent on stderr, then the exit
+/// code: failures first (exit_after_failures), else kExitNeedsConsent when any tensor waits.
+template <typename Row>
+int finish_with_ladders(const Checkpoint& ckpt, const std::vector<Row>& rows, const std::string& consent) {
+  std::vector<const engine::LadderPlan*> waiting;
+  size_t failed = 0;
+  std::string first;
+  for (const auto& r : rows) {
+    if (r.needs_consent) waiting.push_back(&*r.needs_consent);
+    if (!r.error.empty() && failed++ == 0) first = quoted_name(r.tensor->name, 80) + ": " + r.error;
+  }
+  print_consent_ladders(waiting, consent);
+  const int code = exit_after_failures(ckpt, rows.size(), failed, first);
+  return code == kExitOk && !waiting.empty() ? static_cast<int>(kExitNeedsConsent) : code;
+}
 
 /// Prints an error for the user on stderr ("tensormorph: error: ...").
 void print_error(const std::string& message);

@@ -258,19 +258,7 @@ Command add_quantiles_command(CLI::App& app) {
               if (opt->compute.explain) print_placements(std::cout, records);
             }
             note_unmet_preferences(records);
-            std::vector<const engine::LadderPlan*> waiting_plans;
-            for (const auto& r : rows) {
-              if (r.needs_consent) waiting_plans.push_back(&*r.needs_consent);
-            }
-            print_consent_ladders(waiting_plans, opt->consent);
-            size_t failed = 0, waiting = 0;
-            std::string first;
-            for (const auto& r : rows) {
-              if (!r.error.empty() && failed++ == 0) first = quoted_name(r.tensor->name, 80) + ": " + r.error;
-              waiting += r.needs_consent.has_value();
-            }
-            const int code = exit_after_failures(*ckpt, rows.size(), failed, first);
-            return code == kExitOk && waiting > 0 ? static_cast<int>(kExitNeedsConsent) : code;
+            return finish_with_ladders(*ckpt, rows, opt->consent);
           }};
 }
 
