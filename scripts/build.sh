@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Configures and builds one configuration: scripts/build.sh [release|asan] (default release).
+# Configures and builds one configuration: scripts/build.sh [release|asan] [--python PYTHON] [TARGET...]
+# (default release). --python names the interpreter the Python module is built for (pip passes its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
+shift $(( $# > 0 ? 1 : 0 ))
+python_flags=()
+if [ "${1:-}" = "--python" ]; then python_flags=(-DPython_EXECUTABLE="$2"); shift 2; fi
 case "$config" in
   release) dir=build/release; flags=(-DCMAKE_BUILD_TYPE=Release -DTM_WERROR=ON) ;;
   # Line tables (-g1) are what sanitizer reports need (file:line in every frame); full debug
@@ -11,5 +15,5 @@ case "$config" in
                                      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
   *) echo "usage: scripts/build.sh [release|asan]" >&2; exit 2 ;;
 esac
-cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
-ninja -C "$dir" "${@:2}"
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" "${python_flags[@]}" >/dev/null
+ninja -C "$dir" "$@"

@@ -13,6 +13,7 @@
 #include "engine/ladder.h"
 #include "tensormorph/open.h"
 #include "engine/tensor_ops.h"
+#include "reports/report.h"
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,7 +96,7 @@ void print_placements(std::ostream& out, const engine::Records& records);
 void note_unmet_preferences(const engine::Records& records);
 
 /// Placement records as a JSON array.
-nlohmann::ordered_json placements_json(const engine::Records& records);
+using reports::placements_json;
 
 /// What ensure_index needs.
 struct IndexRequest {

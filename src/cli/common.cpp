@@ -179,10 +179,4 @@ void note_unmet_preferences(const engine::Records& records) {
             << " operations; first: " << first << "\n";
 }
 
-nlohmann::ordered_json placements_json(const engine::Records& records) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::array();
-  for (const auto& r : records) j.push_back(r.to_json());
-  return j;
-}
-
 }  // namespace tensormorph::cli

@@ -28,25 +28,6 @@ struct Options {
   OpenOptions open;
 };
 
-/// NumPy's name for a stored element type that has one (not BF16, F8, block types, ...).
-std::optional<std::string_view> numpy_descr(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "|b1";
-    case DType::kU8: return "|u1";
-    case DType::kI8: return "|i1";
-    case DType::kU16: return "<u2";
-    case DType::kI16: return "<i2";
-    case DType::kU32: return "<u4";
-    case DType::kI32: return "<i4";
-    case DType::kU64: return "<u8";
-    case DType::kI64: return "<i8";
-    case DType::kF16: return "<f2";
-    case DType::kF32: return "<f4";
-    case DType::kF64: return "<f8";
-    default: return std::nullopt;
-  }
-}
-
 /// Values float32 rounded: how many, and the first one (its index and both texts).
 struct Rounded {
   uint64_t count = 0;
@@ -154,7 +135,7 @@ Command add_export_command(CLI::App& app) {
               return static_cast<int>(kExitUserError);
             }
             if (opt->dtype == "stored") {
-              const auto descr = numpy_descr(t->dtype);
+              const auto descr = npy::numpy_descr(t->dtype);
               if (!descr) {
                 print_error(where + ": " + std::string(dtype_name(t->dtype)) +
                             " has no NumPy type; export it as --dtype float32");

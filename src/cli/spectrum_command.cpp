@@ -1,5 +1,4 @@
 // `tensormorph spectrum`: singular values of every matrix and the spectral metrics built on them.
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -8,9 +7,7 @@
 #include "cli/format_util.h"
 #include "cli/progress.h"
 #include "core/printable.h"
-#include "engine/spectral_metrics.h"
-#include "engine/spectrum.h"
-#include "index/analysis_cache.h"
+#include "reports/spectrum_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -28,43 +25,13 @@ struct Options {
   OpenOptions open;
 };
 
-struct Row {
-  const TensorInfo* tensor = nullptr;
-  std::string error;
-  engine::Spectrum spectrum;
-  std::optional<engine::SpectralMetrics> metrics;
-  bool stored = false;
-  std::optional<engine::SpectrumPlan> needs_consent;
-};
+using Row = reports::SpectrumRow;
 
 std::string number(double v, const char* format = "%.4g") {
   if (!std::isfinite(v)) return "-";
   char text[32];
   std::snprintf(text, sizeof text, format, v);
   return text;
-}
-
-nlohmann::ordered_json row_json(const Row& r, uint64_t top) {
-  const TensorInfo& t = *r.tensor;
-  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}};
-  if (!r.error.empty()) {
-    j["error"] = r.error;
-    return j;
-  }
-  if (r.needs_consent) {
-    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
-    return j;
-  }
-  engine::Spectrum shown = r.spectrum;
-  if (top > 0 && shown.values.size() > top) {
-    shown.values.resize(top);
-    shown.bounds.resize(top);
-  }
-  j.update(engine::spectrum_json(shown));
-  // Metrics come from every value, not only the ones listed.
-  if (r.metrics) j["metrics"] = engine::spectral_metrics_json(*r.metrics);
-  j["source"] = r.stored ? "stored" : "computed";
-  return j;
 }
 
 void print_table(const std::vector<Row>& rows, uint64_t top) {
@@ -163,92 +130,27 @@ Command add_spectrum_command(CLI::App& app) {
             auto selected = select_tensors_or_report(*ckpt, opt->globs);
             if (!selected) return static_cast<int>(kExitUserError);
             // Vectors and scalars have no spectrum beyond their norm: only matrices, unless named.
-            std::vector<const TensorInfo*> tensors;
-            for (const TensorInfo* t : *selected) {
-              if (!opt->globs.empty() || t->shape.size() >= 2) tensors.push_back(t);
-            }
+            reports::SpectrumRequest request{reports::spectrum_tensors(*selected, !opt->globs.empty()), opt->top,
+                                             opt->consent, opt->recompute, opt->threads};
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            auto cache = index::AnalysisCache::open(*ckpt);
-            if (!cache.ok()) {
-              print_error(cache.status().message());
+            engine::Records records;
+            ProgressDisplay progress("spectrum");
+            auto report = reports::spectrum_report(session->scheduler(), *ckpt, request, records,
+                                                   [&](const reports::AnalysisProgress& p) {
+                                                     progress.update_items(p.items_done, p.items_total, p.work_done,
+                                                                           p.work_total, p.current, p.seconds);
+                                                     return true;
+                                                   });
+            progress.finish();
+            if (!report.ok()) {
+              print_error(report.status().message());
               return static_cast<int>(kExitUserError);
             }
-            engine::Records records;
-            engine::SpectrumOptions options;
-            if (opt->top > 0) options.top_k = opt->top;
-            options.max_threads = opt->threads;
-            const std::string key = engine::spectrum_cache_key();
-            auto& scheduler = session->scheduler();
-            // Each tensor's modelled time drives the progress bar: a 128k-row embedding costs more
-            // than a thousand norms.
-            std::vector<double> work(tensors.size(), 1.0);
-            std::vector<std::optional<engine::SpectrumPlan>> plans(tensors.size());
-            double work_total = 0;
-            for (size_t i = 0; i < tensors.size(); ++i) {
-              if (auto plan = engine::plan_spectrum(scheduler, *ckpt, *tensors[i], options); plan.ok()) {
-                work[i] = std::max(plan->exact_ns, 1.0);
-                plans[i] = std::move(plan).value();
-              }
-              work_total += work[i];
-            }
-            std::vector<Row> rows;
-            ProgressDisplay progress("spectrum");
-            const auto start = std::chrono::steady_clock::now();
-            double work_done = 0;
-            for (size_t i = 0; i < tensors.size(); ++i) {
-              const TensorInfo& t = *tensors[i];
-              Row row;
-              row.tensor = &t;
-              auto compute = [&]() -> Result<engine::Spectrum> {
-                if (auto kept = opt->recompute ? std::nullopt : cache->find(t.name, key)) {
-                  if (auto s = engine::spectrum_from_json(*kept); s.ok()) {
-                    row.stored = true;
-                    return s;
-                  }
-                }
-                engine::SpectrumPlan plan;
-                if (plans[i]) {
-                  plan = *plans[i];
-                } else {
-                  TM_ASSIGN_OR_RETURN(plan, engine::plan_spectrum(scheduler, *ckpt, t, options));
-                }
-                if (plan.exact_within_budget) {
-                  return engine::spectrum_by_rung(scheduler, *ckpt, t, options, engine::kSpectrumRungExact, &records);
-                }
-                if (const auto rung = engine::consented_rung(plan, opt->consent)) {
-                  return engine::spectrum_by_rung(scheduler, *ckpt, t, options, rung->id, &records);
-                }
-                row.needs_consent = std::move(plan);
-                return engine::Spectrum{};
-              };
-              auto s = compute();
-              if (!s.ok()) {
-                row.error = s.status().message();
-              } else if (!row.needs_consent) {
-                row.spectrum = std::move(s).value();
-                if (row.spectrum.complete) {
-                  if (auto m = engine::spectral_metrics(row.spectrum.values, row.spectrum.rows, row.spectrum.cols); m.ok()) {
-                    row.metrics = std::move(m).value();
-                  }
-                }
-                if (!row.stored && row.spectrum.rung == engine::kSpectrumRungExact) {
-                  cache->put(t.name, key, engine::spectrum_json(row.spectrum));
-                }
-              }
-              rows.push_back(std::move(row));
-              work_done += work[i];
-              progress.update_items(i + 1, tensors.size(), work_done, work_total, t.name,
-                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-            }
-            progress.finish();
-            warn_unkept(cache->save());
+            warn_unkept(report->kept);
+            const std::vector<Row>& rows = report->rows;
             if (opt->json) {
-              nlohmann::ordered_json j = {{"schema", "tensormorph.spectrum/1"}, {"path", ckpt->path().string()}};
-              j["needs_consent"] = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.needs_consent.has_value(); });
-              j["tensors"] = nlohmann::ordered_json::array();
-              for (const auto& r : rows) j["tensors"].push_back(row_json(r, opt->top));
-              if (opt->compute.explain) j["placements"] = placements_json(records);
+              const auto j = reports::spectrum_document(*ckpt, rows, opt->top, opt->compute.explain ? &records : nullptr);
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);

@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
-#include "engine/pyramid.h"
-#include "tensormorph/decode.h"
+#include "reports/report.h"
+#include "reports/stats_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -29,111 +29,8 @@ struct Options {
   OpenOptions open;
 };
 
-// Summary of one tensor. NaN and ±Inf are counted, never folded into min/max/mean.
-struct TensorStats {
-  const TensorInfo* tensor = nullptr;
-  std::string error;  // non-empty when the tensor could not be computed
-  uint64_t count = 0, nan = 0, pos_inf = 0, neg_inf = 0, zeros = 0, finite = 0;
-  double min = 0, max = 0, absmax = 0, mean = 0, std = 0;
-  // Integer tensors summarized in their own domain: the extremes as exact integers.
-  std::optional<nlohmann::ordered_json> exact_min, exact_max, exact_absmax;
-};
-
-void fill(TensorStats& s, const engine::TensorSummary& sum) {
-  s.nan = sum.nan;
-  s.pos_inf = sum.pos_inf;
-  s.neg_inf = sum.neg_inf;
-  s.zeros = sum.zeros;
-  s.finite = sum.finite;
-  s.min = sum.min;
-  s.max = sum.max;
-  s.absmax = sum.absmax;
-  s.mean = sum.mean();
-  s.std = sum.stddev();
-}
-
-// F64 and 32/64-bit integers: float32, which tile statistics go through, cannot hold their values.
-void fill_exact(TensorStats& s, const TM_ExactSummary& e) {
-  const engine::ExactView v = engine::exact_view(e, s.tensor->dtype);
-  fill(s, v.summary);
-  s.mean = v.mean;
-  s.std = v.std;
-  s.exact_min = v.min;
-  s.exact_max = v.max;
-  s.exact_absmax = v.absmax;
-}
-
-/// Every requested tensor's statistics: from the index where it holds the tensor, in memory
-/// where it does not (a name it cannot store), exactly in the tensor's own domain for the types
-/// float32 cannot hold.
-class StatsSource {
- public:
-  StatsSource(compute::Scheduler& scheduler, const Checkpoint& ckpt, const IndexedCheckpoint& indexed,
-              uint32_t tile, engine::Records& records)
-      : scheduler_(scheduler), ckpt_(ckpt), tile_(tile), records_(records) {
-    pyramids_.reserve(indexed.contents.tensors.size());
-    for (const auto& p : indexed.contents.tensors) pyramids_.emplace(p.name, &p);
-    for (const auto& why : indexed.report.skipped) {
-      if (why.kind == index::SkippedTensor::Kind::kFailed) failed_.emplace(why.name, why.reason);
-    }
-  }
-
-  /// The statistics of `t` (the placement records of what ran for it name it: OpRequest::subject).
-  TensorStats stats_of(const TensorInfo& t) {
-    const size_t first_record = records_.size();
-    TensorStats s = compute(t);
-    if (records_.size() == first_record && s.error.empty()) ++from_index_;
-    return s;
-  }
-
-  /// Tensors whose statistics came from the index with no operation run.
-  size_t from_index() const { return from_index_; }
-
- private:
-  TensorStats compute(const TensorInfo& t) {
-    TensorStats s;
-    s.tensor = &t;
-    s.count = t.elements();
-    if (ops::exact_summary_supported(t.dtype)) {
-      auto exact = engine::tensor_exact_summary(scheduler_, ckpt_, t, &records_);
-      if (!exact.ok()) {
-        s.error = exact.status().message();
-      } else {
-        fill_exact(s, *exact);
-      }
-      return s;
-    }
-    if (const auto it = pyramids_.find(t.name); it != pyramids_.end()) {
-      fill(s, engine::summarize(it->second->levels.back().tiles[0]));
-      return s;
-    }
-    if (!dtype_decodable(t.dtype)) {
-      s.error = std::string(dtype_not_decodable_reason(t.dtype));
-      return s;
-    }
-    if (const auto it = failed_.find(t.name); it != failed_.end()) {
-      s.error = it->second;  // it failed while indexing: it would fail again
-      return s;
-    }
-    auto level0 = engine::tensor_tile_stats(scheduler_, ckpt_, t, tile_, &records_);
-    if (!level0.ok()) {
-      s.error = level0.status().message();
-      return s;
-    }
-    fill(s, engine::summarize(engine::build_pyramid(std::move(level0).value()).back().tiles[0]));
-    return s;
-  }
-
-  compute::Scheduler& scheduler_;
-  const Checkpoint& ckpt_;
-  uint32_t tile_;
-  engine::Records& records_;
-  std::unordered_map<std::string_view, const index::TensorPyramid*> pyramids_;
-  std::unordered_map<std::string_view, std::string_view> failed_;
-  size_t from_index_ = 0;
-};
-
-uint64_t non_finite(const TensorStats& s) { return s.nan + s.pos_inf + s.neg_inf; }
+using TensorStats = reports::StatsRow;
+using reports::non_finite;
 
 // "model.layers.2.mlp.down_proj.weight (1 NaN, 1 +Inf)".
 std::string non_finite_text(const TensorStats& s) {
@@ -160,43 +57,6 @@ std::string non_finite_summary(const std::vector<TensorStats>& rows) {
   for (size_t i = 0; i < holding.size() && i < kNamed; ++i) line += (i ? ", " : "") + non_finite_text(*holding[i]);
   if (holding.size() > kNamed) line += ", and " + std::to_string(holding.size() - kNamed) + " more";
   return line;
-}
-
-double sort_value(const TensorStats& s, const std::string& key) {
-  if (key == "absmax") return s.absmax;
-  if (key == "std") return s.std;
-  if (key == "mean") return s.mean;
-  if (key == "min") return s.min;
-  if (key == "max") return s.max;
-  if (key == "nan") return static_cast<double>(s.nan);
-  if (key == "inf") return static_cast<double>(s.pos_inf + s.neg_inf);
-  if (key == "zeros" || key == "sparsity") return s.count ? static_cast<double>(s.zeros) / static_cast<double>(s.count) : 0;
-  if (key == "count" || key == "params") return static_cast<double>(s.count);
-  return 0;
-}
-
-nlohmann::ordered_json row_json(const TensorStats& s) {
-  const TensorInfo& t = *s.tensor;
-  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                              {"count", s.count}};
-  if (dtype_info(t.dtype).is_quantized) j["storage_type"] = std::string(dtype_name(t.dtype));
-  if (!s.error.empty()) {
-    j["error"] = s.error;
-    return j;
-  }
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-  j["finite"] = s.finite;
-  j["mean"] = num(s.mean);
-  j["std"] = num(s.std);
-  j["min"] = s.exact_min ? *s.exact_min : num(s.min);
-  j["max"] = s.exact_max ? *s.exact_max : num(s.max);
-  j["absmax"] = s.exact_absmax ? *s.exact_absmax : num(s.absmax);
-  j["nan"] = s.nan;
-  j["pos_inf"] = s.pos_inf;
-  j["neg_inf"] = s.neg_inf;
-  j["zeros"] = s.zeros;
-  j["sparsity"] = s.count ? static_cast<double>(s.zeros) / static_cast<double>(s.count) : 0.0;
-  return j;
 }
 
 // An extreme for the table: an exact integer in full, a float to 4 significant digits.
@@ -312,7 +172,7 @@ Command add_stats_command(CLI::App& app) {
               std::cerr << "tensormorph: warning: the index could not be kept (" << indexed->report.not_kept
                         << "): statistics were computed in memory and will be computed again next time\n";
             }
-            StatsSource source(session->scheduler(), *ckpt, *indexed, opt->tile, records);
+            reports::StatsSource source(session->scheduler(), *ckpt, indexed->contents, indexed->report, opt->tile, records);
             std::vector<TensorStats> rows;
             for (const TensorInfo* t : *selected) rows.push_back(source.stats_of(*t));
             if (opt->sort == "name") {
@@ -320,7 +180,7 @@ Command add_stats_command(CLI::App& app) {
                                [](const auto& a, const auto& b) { return a.tensor->name < b.tensor->name; });
             } else if (opt->sort != "file") {
               std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-                return sort_value(a, opt->sort) > sort_value(b, opt->sort);
+                return reports::stats_sort_value(a, opt->sort) > reports::stats_sort_value(b, opt->sort);
               });
             }
             // Whatever the sort, the table lists tensors holding NaN or Inf first: no order may bury
@@ -330,17 +190,8 @@ Command add_stats_command(CLI::App& app) {
                                     [](const TensorStats& s) { return s.error.empty() && non_finite(s) > 0; });
             }
             if (opt->json) {
-              nlohmann::ordered_json j = {{"schema", "tensormorph.stats/1"}, {"path", ckpt->path().string()}};
-              j["tensors"] = nlohmann::ordered_json::array();
-              for (const auto& s : rows) j["tensors"].push_back(row_json(s));
-              j["nonfinite_tensors"] = nlohmann::ordered_json::array();
-              for (const auto& s : rows) {
-                if (s.error.empty() && non_finite(s) > 0) j["nonfinite_tensors"].push_back(s.tensor->name);
-              }
-              if (opt->compute.explain) {
-                j["placements"] = placements_json(records);
-                j["tensors_from_index"] = source.from_index();
-              }
+              const auto j = reports::stats_document(*ckpt, rows, opt->compute.explain ? &records : nullptr,
+                                                     source.from_index());
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);

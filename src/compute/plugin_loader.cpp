@@ -67,12 +67,22 @@ void add_devices(const TM_PluginApi* api, BackendOrigin origin, void* library, B
 
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::string>& configured) {
   std::vector<std::filesystem::path> dirs(configured.begin(), configured.end());
-  // Modules built with Tensormorph itself sit in plugins/ next to the executable.
+  // Modules built with Tensormorph itself sit in plugins/ beside the binary holding this code: the
+  // executable, or the Python package's native module (which Python, the executable, loaded).
+  std::vector<std::filesystem::path> binaries;
   std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto beside = exe.parent_path() / "plugins";
-    if (std::filesystem::is_directory(beside, ec)) dirs.push_back(beside);
+  if (auto exe = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) binaries.push_back(exe);
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<const void*>(&plugin_search_path), &self) != 0 && self.dli_fname != nullptr &&
+      self.dli_fname[0] == '/') {
+    binaries.emplace_back(self.dli_fname);
+  }
+  for (const auto& binary : binaries) {
+    const auto beside = binary.parent_path() / "plugins";
+    if (std::filesystem::is_directory(beside, ec) &&
+        std::find(dirs.begin(), dirs.end(), beside) == dirs.end()) {
+      dirs.push_back(beside);
+    }
   }
   return dirs;
 }

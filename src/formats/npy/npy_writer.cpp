@@ -35,4 +35,22 @@ Status write_f32(const std::filesystem::path& path, std::span<const uint64_t> sh
   return write_array(path, "<f4", shape, std::as_bytes(values));
 }
 
+std::optional<std::string_view> numpy_descr(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "|b1";
+    case DType::kU8: return "|u1";
+    case DType::kI8: return "|i1";
+    case DType::kU16: return "<u2";
+    case DType::kI16: return "<i2";
+    case DType::kU32: return "<u4";
+    case DType::kI32: return "<i4";
+    case DType::kU64: return "<u8";
+    case DType::kI64: return "<i8";
+    case DType::kF16: return "<f2";
+    case DType::kF32: return "<f4";
+    case DType::kF64: return "<f8";
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace tensormorph::npy

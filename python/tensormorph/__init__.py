@@ -1,0 +1,260 @@
+"""Tensormorph for Python: open checkpoints (safetensors, GGUF, PyTorch, DCP, Megatron, DeepSpeed),
+read tensors zero-copy, index them, and run the analyses with the placement records the CLI shows.
+
+    >>> import tensormorph as tm
+    >>> ckpt = tm.open("model.safetensors")
+    >>> w = ckpt["model.layers.0.mlp.down_proj.weight"].numpy()   # a read-only view of the file
+    >>> ckpt.stats().to_pandas()                                    # exact statistics, from the index
+    >>> ckpt.spectrum("*.q_proj.weight", consent="gram")           # a rung below exact, accepted
+
+Every call that computes takes ``compute=`` (constraints: ``"prefer=cuda"``, or
+``{"prefer": "cuda", "never": ["webgpu"]}``) and, where an approximate rung may be needed,
+``consent=``. Errors are exceptions whose messages name the file, the tensor and the offset.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+
+from . import _tensormorph as _native
+from ._progress import progress_callback
+from ._tensormorph import (
+    FormatError,
+    InvalidArgumentError,
+    IoError,
+    NotFoundError,
+    ResourceExhaustedError,
+    Tensor,
+    TensormorphError,
+    UnsupportedError,
+    last_placements,
+)
+
+__all__ = [
+    "open", "Checkpoint", "Tensor", "Report", "NeedsConsent", "last_placements",
+    "TensormorphError", "FormatError", "NotFoundError", "UnsupportedError", "IoError",
+    "ResourceExhaustedError", "InvalidArgumentError",
+]
+__version__ = "0.1.0"
+
+Compute = Union[None, str, Mapping[str, Union[str, Sequence[str]]]]
+Progress = Union[bool, None, Callable[[float, float, str, float], Any]]
+Tensors = Union[None, str, Sequence[str]]
+
+
+class NeedsConsent(TensormorphError):
+    """An exact result is out of the memory or time budget and no rung below it was consented to.
+
+    ``ladders`` lists, per tensor waiting, why and the rungs on offer (what each computes, its error
+    bound, its modelled cost); ``report`` holds the rows of the tensors that were computed. Call
+    again with ``consent=`` naming a rung (or ``"approximate"``: the cheapest below exact).
+    """
+
+    def __init__(self, message: str, ladders: list[dict], report: "Report"):
+        super().__init__(message)
+        self.code = "NEEDS_CONSENT"
+        self.ladders = ladders
+        self.report = report
+
+
+class Report(list):
+    """The rows of an analysis (one dict per tensor, as the CLI's ``--json`` gives them), with the
+    whole ``document`` and the ``placements`` of the operations that ran."""
+
+    def __init__(self, document: dict):
+        super().__init__(document.get("tensors", []))
+        self.document = document
+        self.placements: list[dict] = document.get("placements", [])
+
+    def row(self, name: str) -> dict:
+        """The row of the tensor named ``name``."""
+        for r in self:
+            if r.get("name") == name:
+                return r
+        raise KeyError(name)
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame (nested fields become dotted columns), indexed by name."""
+        import pandas as pd
+
+        frame = pd.json_normalize(list(self))
+        return frame.set_index("name") if "name" in frame.columns else frame
+
+
+def _compute_spec(compute: Compute) -> str:
+    if compute is None:
+        return ""
+    if isinstance(compute, str):
+        return compute
+    parts = []
+    for key, names in compute.items():
+        if isinstance(names, str):
+            names = [names]
+        parts.append(f"{key}={'+'.join(names)}")
+    return ",".join(parts)
+
+
+def _globs(tensors: Tensors) -> list[str]:
+    if tensors is None:
+        return []
+    return [tensors] if isinstance(tensors, str) else list(tensors)
+
+
+def _raise_failures(report: Report, path: str) -> None:
+    failed = [r for r in report if "error" in r]
+    if not failed:
+        return
+    listed = "; ".join(f"'{r['name']}': {r['error']}" for r in failed[:5])
+    more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
+    error = TensormorphError(f"{path}: {len(failed)} of {len(report)} requested tensors could not be computed: "
+                             f"{listed}{more} (errors='keep' returns the rows with their errors)")
+    error.code = "FAILED"
+    error.report = report
+    raise error
+
+
+def _raise_needs_consent(report: Report, consent: str | None) -> None:
+    waiting = [r for r in report if "needs_consent" in r]
+    if not waiting:
+        return
+    ladders = [{"tensor": r["name"], **r["needs_consent"]} for r in waiting]
+    first = ladders[0]
+    rungs = ", ".join(f"{rung['id']} ({rung['estimated_ms']:.0f} ms on {rung['runs_on']}: {rung['error_bound']})"
+                      for rung in first.get("ladder", []))
+    offered = f"; the rung consented to ('{consent}') is not on offer" if consent else ""
+    raise NeedsConsent(
+        f"{len(waiting)} tensor{'s' if len(waiting) != 1 else ''} need consent; first '{first['tensor']}': "
+        f"{first['reason']}{offered}; on offer: {rungs or 'none within the constraints'}. "
+        f"Call again with consent='<rung>' (or 'approximate').", ladders, report)
+
+
+class Checkpoint:
+    """An open checkpoint: headers read, tensor bytes mapped when first used.
+
+    Tensors are looked up by name (``ckpt[name]``), iterated in file order, and counted with ``len``.
+    """
+
+    def __init__(self, native: _native.Checkpoint):
+        self._native = native
+
+    @property
+    def path(self) -> str:
+        """The path that was opened."""
+        return str(self._native.path)
+
+    @property
+    def format(self) -> str:
+        """"safetensors", "gguf", "pytorch", "pytorch-dcp", "megatron-tp" or "deepspeed-zero"."""
+        return self._native.format
+
+    @property
+    def files(self) -> list[dict]:
+        """The files holding tensor data, each ``{"path", "size"}``."""
+        return [{"path": str(f["path"]), "size": f["size"]} for f in self._native.files]
+
+    @property
+    def metadata(self) -> dict:
+        """Format-level metadata: GGUF key/values, safetensors ``__metadata__``, archive facts."""
+        return self._native.metadata
+
+    @property
+    def facts(self) -> dict:
+        """How the checkpoint is stored: files, the reader's facts, bits per weight."""
+        return self._native.facts
+
+    @property
+    def notes(self) -> list[str]:
+        """What the reader noticed and tolerated (pickle globals recorded, not imported, ...)."""
+        return self._native.notes
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """Every tensor, in file order."""
+        return self._native.tensors
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(self._native.tensors)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._native
+
+    def __getitem__(self, name: str) -> Tensor:
+        if name in self._native:
+            return self._native[name]
+        import difflib
+
+        close = difflib.get_close_matches(name, [t.name for t in self._native.tensors], n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise KeyError(f"{self.path}: no tensor named {name!r}{hint}")
+
+    def __repr__(self) -> str:
+        return f"<tensormorph.Checkpoint {self.format} {self.path!r}, {len(self)} tensors>"
+
+    def __enter__(self) -> "Checkpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # The mappings go with the last tensor view that holds them.
+        self._native = None
+
+    def index(self, *, progress: Progress = True, tile: int = 256, threads: int = 0,
+              index_path: str | os.PathLike | None = None, verify: bool = False, compute: Compute = None) -> dict:
+        """Builds or refreshes the level-of-detail index (a ``.tmindex`` sidecar, or the cache
+        directory when the checkpoint's is read-only) and says what it did. Ctrl-C stops after the
+        current tensor; what was indexed is kept and the next call resumes."""
+        callback = progress_callback(progress, "indexing", bytes_=True)
+        try:
+            return _native._index(self._native, tile, threads, os.fspath(index_path or ""), verify,
+                                  _compute_spec(compute), callback)
+        finally:
+            if hasattr(callback, "close"):
+                callback.close()
+
+    def stats(self, tensors: Tensors = None, *, errors: str = "raise", tile: int = 256, threads: int = 0,
+              compute: Compute = None, progress: Progress = True) -> Report:
+        """Exact per-tensor statistics (count, mean, std, min, max, absmax, NaN/Inf, zeros), from the
+        index, built or refreshed first. ``tensors``: shell globs (default every tensor).
+        ``errors="keep"`` returns rows of tensors that failed with an ``"error"`` instead of raising."""
+        callback = progress_callback(progress, "indexing", bytes_=True)
+        try:
+            report = Report(_native._stats(self._native, _globs(tensors), tile, threads, _compute_spec(compute),
+                                           callback))
+        finally:
+            if hasattr(callback, "close"):
+                callback.close()
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        return report
+
+    def spectrum(self, tensors: Tensors = None, *, top: int = 0, consent: str | None = None,
+                 recompute: bool = False, errors: str = "raise", threads: int = 0, compute: Compute = None,
+                 progress: Progress = True) -> Report:
+        """Singular values (float64, descending, each with its error bound) of every matrix, and the
+        spectral metrics built on them (spectral and Frobenius norms, stable and effective rank,
+        Marchenko-Pastur spikes, power-law alpha). A matrix whose exact SVD exceeds the budgets raises
+        NeedsConsent with its ladder unless ``consent`` names a rung ("gram", "randomized",
+        "sample", "exact" or "approximate"). ``top``: values listed per tensor (0: all). Exact
+        spectra are kept beside the index."""
+        callback = progress_callback(progress, "spectrum", bytes_=False)
+        try:
+            report = Report(_native._spectrum(self._native, _globs(tensors), top, consent or "", recompute, threads,
+                                              _compute_spec(compute), callback))
+        finally:
+            if hasattr(callback, "close"):
+                callback.close()
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        _raise_needs_consent(report, consent)
+        return report
+
+
+def open(path: str | os.PathLike, *, tp_split: Sequence[str] = ()) -> Checkpoint:  # noqa: A001 (the API's verb)
+    """Opens a checkpoint: a safetensors, GGUF or PyTorch file, a ``model.safetensors.index.json``,
+    or a directory holding one (sharded sets, Distributed Checkpoint, Megatron, DeepSpeed). Reads
+    headers only. ``tp_split``: how a Megatron set's tensor-parallel parts join where the layer's
+    name does not tell ("GLOB=DIM", "GLOB=gated", "GLOB=replicated")."""
+    return Checkpoint(_native._open(os.fspath(path), list(tp_split)))
