@@ -32,7 +32,7 @@ from ._tensormorph import (
 )
 
 __all__ = [
-    "open", "Checkpoint", "Tensor", "Report", "NeedsConsent", "last_placements",
+    "open", "diff", "Checkpoint", "Tensor", "Report", "NeedsConsent", "last_placements",
     "TensormorphError", "FormatError", "NotFoundError", "UnsupportedError", "IoError",
     "ResourceExhaustedError", "InvalidArgumentError",
 ]
@@ -62,24 +62,37 @@ class Report(list):
     """The rows of an analysis (one dict per tensor, as the CLI's ``--json`` gives them), with the
     whole ``document`` and the ``placements`` of the operations that ran."""
 
-    def __init__(self, document: dict):
+    def __init__(self, document: dict, explode: str | None = None):
         super().__init__(document.get("tensors", []))
         self.document = document
         self.placements: list[dict] = document.get("placements", [])
+        self._explode = explode
 
     def row(self, name: str) -> dict:
         """The row of the tensor named ``name``."""
         for r in self:
-            if r.get("name") == name:
+            if _row_name(r) == name:
                 return r
         raise KeyError(name)
 
-    def to_pandas(self):
-        """The rows as a pandas DataFrame (nested fields become dotted columns), indexed by name."""
+    def to_pandas(self, explode: str | None = None):
+        """The rows as a pandas DataFrame indexed by tensor name (nested fields become dotted
+        columns: ``metrics.alpha``). ``explode`` names a per-tensor list to unfold into one row per
+        item ("channels", "top_k", "values"); channel reports unfold their channels by default."""
         import pandas as pd
 
-        frame = pd.json_normalize(list(self))
-        return frame.set_index("name") if "name" in frame.columns else frame
+        key = explode or self._explode
+        rows = [r for r in self if "error" not in r] if key else list(self)
+        if key:
+            frame = pd.json_normalize(rows, record_path=key, meta=["name"], record_prefix="")
+            if key == "channels":
+                frame.insert(0, "channel", frame.groupby("name").cumcount())
+            return frame.set_index("name")
+        frame = pd.json_normalize(rows)
+        for key in ("name", "a"):
+            if key in frame.columns:
+                return frame.set_index(key)
+        return frame
 
 
 def _compute_spec(compute: Compute) -> str:
@@ -101,11 +114,21 @@ def _globs(tensors: Tensors) -> list[str]:
     return [tensors] if isinstance(tensors, str) else list(tensors)
 
 
+def _row_name(row: dict) -> str:
+    """A row's tensor: "name", or "a" in a diff's rows."""
+    return row.get("name", row.get("a", ""))
+
+
+def _close(callback: Any) -> None:
+    if hasattr(callback, "close"):
+        callback.close()
+
+
 def _raise_failures(report: Report, path: str) -> None:
     failed = [r for r in report if "error" in r]
     if not failed:
         return
-    listed = "; ".join(f"'{r['name']}': {r['error']}" for r in failed[:5])
+    listed = "; ".join(f"'{_row_name(r)}': {r['error']}" for r in failed[:5])
     more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
     error = TensormorphError(f"{path}: {len(failed)} of {len(report)} requested tensors could not be computed: "
                              f"{listed}{more} (errors='keep' returns the rows with their errors)")
@@ -211,8 +234,7 @@ class Checkpoint:
             return _native._index(self._native, tile, threads, os.fspath(index_path or ""), verify,
                                   _compute_spec(compute), callback)
         finally:
-            if hasattr(callback, "close"):
-                callback.close()
+            _close(callback)
 
     def stats(self, tensors: Tensors = None, *, errors: str = "raise", tile: int = 256, threads: int = 0,
               compute: Compute = None, progress: Progress = True) -> Report:
@@ -224,8 +246,7 @@ class Checkpoint:
             report = Report(_native._stats(self._native, _globs(tensors), tile, threads, _compute_spec(compute),
                                            callback))
         finally:
-            if hasattr(callback, "close"):
-                callback.close()
+            _close(callback)
         if errors == "raise":
             _raise_failures(report, self.path)
         return report
@@ -244,11 +265,97 @@ class Checkpoint:
             report = Report(_native._spectrum(self._native, _globs(tensors), top, consent or "", recompute, threads,
                                               _compute_spec(compute), callback))
         finally:
-            if hasattr(callback, "close"):
-                callback.close()
+            _close(callback)
         if errors == "raise":
             _raise_failures(report, self.path)
         _raise_needs_consent(report, consent)
+        return report
+
+    def quantiles(self, tensors: Tensors = None, *, probabilities: Sequence[float] = (0, 0.001, 0.01, 0.5, 0.99, 0.999, 1),
+                  mad: bool = False, consent: str | None = None, recompute: bool = False, errors: str = "raise",
+                  threads: int = 0, compute: Compute = None, progress: Progress = True) -> Report:
+        """Exact quantiles of each tensor's finite values (NaN and ±Inf counted apart), by numpy's
+        linear interpolation and by inverted_cdf, bit for bit as ``numpy.quantile`` of the values as
+        float64; ``mad`` adds the median absolute deviation. Over the budgets, raises NeedsConsent
+        unless ``consent`` names a rung ("histogram", "sample", "exact" or "approximate")."""
+        callback = progress_callback(progress, "quantiles", bytes_=True)
+        try:
+            report = Report(_native._quantiles(self._native, _globs(tensors), [float(p) for p in probabilities], mad,
+                                               consent or "", recompute, threads, _compute_spec(compute), callback))
+        finally:
+            _close(callback)
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        _raise_needs_consent(report, consent)
+        return report
+
+    def outliers(self, tensors: Tensors = None, *, k: int = 10, magnitude: float = 6.0, robust_z: float = 3.5,
+                 recompute: bool = False, errors: str = "raise", threads: int = 0, compute: Compute = None,
+                 progress: Progress = True) -> Report:
+        """The ``k`` finite values of largest magnitude of each tensor with their row and column, and
+        its outlier rows and columns (holding |x| >= ``magnitude``, or a norm whose robust z-score is
+        at least ``robust_z``)."""
+        callback = progress_callback(progress, "outliers", bytes_=True)
+        try:
+            report = Report(_native._outliers(self._native, _globs(tensors), k, magnitude, robust_z, recompute, threads,
+                                              _compute_spec(compute), callback))
+        finally:
+            _close(callback)
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        return report
+
+    def channels(self, tensors: Tensors = None, *, axis: str = "rows", recompute: bool = False, errors: str = "raise",
+                 threads: int = 0, compute: Compute = None, progress: Progress = True) -> Report:
+        """The statistics of every row (or column) of each tensor's matrix view: count, min, max,
+        absmax, mean, L2 norm, NaN/Inf, zeros. ``to_pandas()`` gives one row per channel."""
+        callback = progress_callback(progress, "channels", bytes_=True)
+        try:
+            report = Report(_native._channels(self._native, _globs(tensors), axis, recompute, threads,
+                                              _compute_spec(compute), callback), explode="channels")
+        finally:
+            _close(callback)
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        return report
+
+    def diff(self, other: "Checkpoint", tensors: Tensors = None, *, sort: str = "rel_fro",
+             map_file: str | os.PathLike | None = None, errors: str = "raise", threads: int = 0,
+             compute: Compute = None, progress: Progress = True) -> Report:
+        """Compares this checkpoint (A, the reference of the relative metrics) with ``other`` (B)
+        tensor by tensor, most changed first by ``sort``: max |a-b| and where, RMSE, relative
+        Frobenius error, cosine, NMSE, SNR, differing elements, bit-for-bit identity. The document's
+        ``matching`` lists tensors on one side only and shape mismatches."""
+        callback = progress_callback(progress, "comparing", bytes_=True)
+        try:
+            report = Report(_native._diff(self._native, other._native, _globs(tensors), sort,
+                                          os.fspath(map_file or ""), threads, _compute_spec(compute), callback))
+        finally:
+            _close(callback)
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        return report
+
+    def quantize_error(self, *, types: str | Sequence[str] | None = None, reference: "Checkpoint | None" = None,
+                       tensors: Tensors = None, map_file: str | os.PathLike | None = None, rows: bool = False,
+                       all_ranks: bool = False, errors: str = "raise", threads: int = 0, compute: Compute = None,
+                       progress: Progress = True) -> Report:
+        """What quantization cost: with ``reference``, this checkpoint's quantized tensors measured
+        against the original they came from; with ``types`` ("Q4_K,Q8_0" or a list), what each ggml
+        type would cost every floating-point matrix (quantized in memory by ggml's reference
+        quantizers, nothing written). Per tensor: RMSE, max |e|, exact percentiles of |e|, relative
+        error, SNR; the document's ``totals`` per type."""
+        if types is not None and not isinstance(types, str):
+            types = ",".join(types)
+        callback = progress_callback(progress, "measuring" if reference is not None else "quantizing", bytes_=True)
+        try:
+            report = Report(_native._quantize_error(self._native, reference._native if reference is not None else None,
+                                                    types or "", _globs(tensors), os.fspath(map_file or ""), rows,
+                                                    all_ranks, threads, _compute_spec(compute), callback))
+        finally:
+            _close(callback)
+        if errors == "raise":
+            _raise_failures(report, self.path)
         return report
 
 
@@ -258,3 +365,11 @@ def open(path: str | os.PathLike, *, tp_split: Sequence[str] = ()) -> Checkpoint
     headers only. ``tp_split``: how a Megatron set's tensor-parallel parts join where the layer's
     name does not tell ("GLOB=DIM", "GLOB=gated", "GLOB=replicated")."""
     return Checkpoint(_native._open(os.fspath(path), list(tp_split)))
+
+
+def diff(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | Checkpoint, tensors: Tensors = None,
+         **options: Any) -> Report:
+    """What changed between two checkpoints (paths or open ones): ``Checkpoint.diff``."""
+    a = a if isinstance(a, Checkpoint) else open(a)
+    b = b if isinstance(b, Checkpoint) else open(b)
+    return a.diff(b, tensors, **options)

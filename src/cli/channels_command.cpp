@@ -8,8 +8,9 @@
 #include "cli/format_util.h"
 #include "core/printable.h"
 #include "engine/matrix_shape.h"
+#include "cli/progress.h"
 #include "engine/outliers.h"
-#include "index/channel_store.h"
+#include "reports/channels_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -28,11 +29,7 @@ struct Options {
   OpenOptions open;
 };
 
-struct Row {
-  const TensorInfo* tensor = nullptr;
-  std::string error;
-  std::vector<TM_TileStats> channels;
-};
+using Row = reports::ChannelsRow;
 
 double sort_key(const TM_TileStats& s, const std::string& key) {
   if (key == "l2") return engine::channel_l2(s);
@@ -121,43 +118,20 @@ Command add_channels_command(CLI::App& app) {
             if (!tensors) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            auto store = index::ChannelStore::open(*ckpt);
-            if (!store.ok()) {
-              print_error(store.status().message());
+            engine::Records records;
+            const reports::ChannelsRequest request{*tensors, opt->axis == "rows", opt->recompute, opt->threads};
+            ProgressDisplay progress("channels");
+            auto report = reports::channels_report(session->scheduler(), *ckpt, request, records,
+                                                   bytes_progress(progress));
+            progress.finish();
+            if (!report.ok()) {
+              print_error(report.status().message());
               return static_cast<int>(kExitUserError);
             }
-            engine::Records records;
-            std::vector<Row> rows;
-            for_each_tensor_with_progress("channels", *tensors, [&](const TensorInfo& t) {
-              Row row;
-              row.tensor = &t;
-              auto stats = index::kept_channel_stats(*store, opt->recompute, session->scheduler(), *ckpt, t, &records,
-                                                     opt->threads, nullptr);
-              if (stats.ok()) {
-                row.channels = opt->axis == "rows" ? std::move(stats->rows) : std::move(stats->cols);
-              } else {
-                row.error = stats.status().message();
-              }
-              rows.push_back(std::move(row));
-            });
-            warn_unkept(store->save());
+            warn_unkept(report->kept);
+            const std::vector<Row>& rows = report->rows;
             if (opt->json) {
-              nlohmann::ordered_json j = {{"schema", "tensormorph.channels/1"}, {"path", ckpt->path().string()},
-                                          {"axis", opt->axis}};
-              j["tensors"] = nlohmann::ordered_json::array();
-              for (const auto& r : rows) {
-                const engine::MatrixShape m = engine::as_matrix(*r.tensor);
-                nlohmann::ordered_json t = {{"name", r.tensor->name}, {"dtype", std::string(dtype_name(r.tensor->dtype))},
-                                            {"shape", r.tensor->shape}, {"rows", m.rows}, {"cols", m.cols}};
-                if (r.error.empty()) {
-                  t["channels"] = nlohmann::ordered_json::array();
-                  for (const auto& c : r.channels) t["channels"].push_back(engine::channel_json(c));
-                } else {
-                  t["error"] = r.error;
-                }
-                j["tensors"].push_back(t);
-              }
-              if (opt->compute.explain) j["placements"] = placements_json(records);
+              const auto j = reports::channels_document(*ckpt, request, rows, opt->compute.explain ? &records : nullptr);
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows, *opt);

@@ -120,17 +120,10 @@ Result<IndexedCheckpoint> ensure_index(engine::ComputeSession& session, const Ch
 /// command read it as it was or wrote it (a sidecar appears beside the checkpoint: the user is told).
 void note_index(const index::IndexReport& report);
 
-/// True when `t`'s name matches one of the shell globs (every tensor when there is none).
-bool tensor_selected(const TensorInfo& t, const std::vector<std::string>& globs);
-
 /// The tensors of `ckpt` that match `globs`, in file order; nullopt, after printing the error, when
 /// globs were given and match none.
 std::optional<std::vector<const TensorInfo*>> select_tensors_or_report(const Checkpoint& ckpt,
                                                                        const std::vector<std::string>& globs);
-
-/// Calls `each` on every tensor in order, showing progress (stored bytes done) on stderr.
-void for_each_tensor_with_progress(const char* label, const std::vector<const TensorInfo*>& tensors,
-                                   const std::function<void(const TensorInfo&)>& each);
 
 /// The exit code of a command over `requested` tensors of which `failed` could not be computed:
 /// kExitOk when none failed, else kExitUserError after an error naming how many and the first.

@@ -1,29 +1,19 @@
-#include <fnmatch.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/name_suggestions.h"
-#include "cli/progress.h"
 #include "core/printable.h"
 #include "tensormorph/open.h"
 
 namespace tensormorph::cli {
 
-bool tensor_selected(const TensorInfo& t, const std::vector<std::string>& globs) {
-  if (globs.empty()) return true;
-  return std::any_of(globs.begin(), globs.end(),
-                     [&](const std::string& g) { return fnmatch(g.c_str(), t.name.c_str(), 0) == 0; });
-}
-
 std::optional<std::vector<const TensorInfo*>> select_tensors_or_report(const Checkpoint& ckpt,
                                                                        const std::vector<std::string>& globs) {
   std::vector<const TensorInfo*> tensors;
   for (const TensorInfo& t : ckpt.tensors()) {
-    if (tensor_selected(t, globs)) tensors.push_back(&t);
+    if (reports::name_selected(t.name, globs)) tensors.push_back(&t);
   }
   if (tensors.empty() && !globs.empty()) {
     std::string patterns, close;
@@ -41,20 +31,6 @@ std::optional<std::vector<const TensorInfo*>> select_tensors_or_report(const Che
     return std::nullopt;
   }
   return tensors;
-}
-
-void for_each_tensor_with_progress(const char* label, const std::vector<const TensorInfo*>& tensors,
-                                   const std::function<void(const TensorInfo&)>& each) {
-  uint64_t total = 0, done = 0;
-  for (const TensorInfo* t : tensors) total += t->nbytes;
-  ProgressDisplay progress(label);
-  const auto start = std::chrono::steady_clock::now();
-  for (const TensorInfo* t : tensors) {
-    each(*t);
-    done += t->nbytes;
-    progress.update(done, total, t->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  progress.finish();
 }
 
 int exit_after_failures(const Checkpoint& ckpt, size_t requested, size_t failed, const std::string& first_failure) {

@@ -1,7 +1,6 @@
 // `tensormorph diff A B`: what changed between two checkpoints, tensor by tensor, most changed
 // first; with --fail-above, a gate for conversions and fine-tunes in CI.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -10,7 +9,7 @@
 #include "cli/format_util.h"
 #include "cli/progress.h"
 #include "core/printable.h"
-#include "engine/checkpoint_diff.h"
+#include "reports/diff_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -153,67 +152,20 @@ int run_diff(const Options& opt) {
   if (!a) return kExitUserError;
   auto b = open_or_report(opt.b, opt.open);
   if (!b) return kExitUserError;
-  engine::NameMapping mapping;
-  if (!opt.map.empty()) {
-    auto read = engine::read_name_mapping(opt.map);
-    if (!read.ok()) {
-      print_error(read.status().message());
-      return kExitUserError;
-    }
-    mapping = std::move(read).value();
-  }
-  auto matched = engine::match_tensors(*a, *b, mapping);
-  if (!matched.ok()) {
-    print_error(matched.status().message());
-    return kExitUserError;
-  }
-  engine::TensorMatching matching = std::move(matched).value();
-  if (!opt.globs.empty()) {
-    auto keep = [&](const TensorInfo* t) { return tensor_selected(*t, opt.globs); };
-    std::erase_if(matching.matched, [&](const auto& m) { return !keep(m.a) && !keep(m.b); });
-    std::erase_if(matching.shape_mismatched, [&](const auto& m) { return !keep(m.a) && !keep(m.b); });
-    std::erase_if(matching.only_a, [&](const auto* t) { return !keep(t); });
-    std::erase_if(matching.only_b, [&](const auto* t) { return !keep(t); });
-    if (matching.matched.empty() && matching.shape_mismatched.empty() && matching.only_a.empty() &&
-        matching.only_b.empty()) {
-      print_error("no tensor of either checkpoint matches the --tensor globs");
-      return kExitUserError;
-    }
-  }
   auto session = open_session_or_report(opt.compute);
   if (!session) return kExitUserError;
-
   engine::Records records;
-  std::vector<engine::TensorComparison> comparisons;
-  uint64_t total = 0, done = 0;
-  for (const auto& m : matching.matched) total += engine::pair_bytes(m);
+  const reports::DiffRequest request{opt.globs, opt.sort, opt.map, opt.threads};
   ProgressDisplay progress("comparing");
-  const auto start = std::chrono::steady_clock::now();
-  for (const auto& m : matching.matched) {
-    engine::TensorComparison c;
-    c.match = m;
-    const uint64_t before = done;
-    auto stats = engine::compare_tensors(session->scheduler(), *a, *b, m, &records, opt.threads, [&](uint64_t bytes) {
-      done += bytes;
-      progress.update(done, total, m.a->name,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    });
-    if (stats.ok()) {
-      c.stats = *stats;
-      c.metrics = ops::diff_metrics(c.stats);
-    } else {
-      c.error = stats.status().message();
-    }
-    done = before + engine::pair_bytes(m);
-    comparisons.push_back(std::move(c));
-  }
+  auto report = reports::diff_report(session->scheduler(), *a, *b, request, records, bytes_progress(progress));
   progress.finish();
-
+  if (!report.ok()) {
+    print_error(report.status().message());
+    return kExitUserError;
+  }
+  const engine::TensorMatching& matching = report->matching;
   std::vector<const engine::TensorComparison*> order;
-  for (const auto& c : comparisons) order.push_back(&c);
-  std::stable_sort(order.begin(), order.end(), [&](const auto* x, const auto* y) {
-    return engine::most_changed_key(*x, opt.sort) > engine::most_changed_key(*y, opt.sort);
-  });
+  for (const auto& c : report->comparisons) order.push_back(&c);
 
   size_t over = 0, failed = 0;
   std::vector<std::string> gate_failures;
@@ -232,11 +184,7 @@ int run_diff(const Options& opt) {
   const size_t unmatched = matching.only_a.size() + matching.only_b.size() + matching.shape_mismatched.size();
 
   if (opt.json) {
-    nlohmann::ordered_json j = {{"schema", "tensormorph.diff/1"}, {"a", a->path().string()}, {"b", b->path().string()}};
-    j["matching"] = engine::matching_json(matching);
-    j["sort"] = opt.sort;
-    j["tensors"] = nlohmann::ordered_json::array();
-    for (const auto* c : order) j["tensors"].push_back(engine::comparison_json(*c));
+    auto j = reports::diff_document(*a, *b, request, *report, nullptr);
     if (!thresholds->empty()) {
       j["gate"] = {{"thresholds", opt.fail_above}, {"exceeded", gate_failures},
                    {"passed", gate_failures.empty() && !(opt.fail_on_unmatched && unmatched > 0)}};

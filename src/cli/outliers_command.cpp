@@ -5,10 +5,9 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
+#include "cli/progress.h"
 #include "engine/matrix_shape.h"
-#include "engine/outliers.h"
-#include "index/analysis_cache.h"
-#include "index/channel_store.h"
+#include "reports/outliers_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -26,12 +25,7 @@ struct Options {
   OpenOptions open;
 };
 
-struct Row {
-  const TensorInfo* tensor = nullptr;
-  std::string error;
-  std::vector<engine::ExtremeValue> extremes;
-  std::vector<engine::OutlierChannel> channels;
-};
+using Row = reports::OutliersRow;
 
 void print_table(const std::vector<Row>& rows, uint64_t k) {
   for (const auto& r : rows) {
@@ -105,54 +99,20 @@ Command add_outliers_command(CLI::App& app) {
             if (!tensors) return static_cast<int>(kExitUserError);
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
-            auto cache = index::AnalysisCache::open(*ckpt);
-            if (!cache.ok()) {
-              print_error(cache.status().message());
+            engine::Records records;
+            const reports::OutliersRequest request{*tensors, opt->k, opt->rule, opt->recompute, opt->threads};
+            ProgressDisplay progress("outliers");
+            auto report = reports::outliers_report(session->scheduler(), *ckpt, request, records,
+                                                   bytes_progress(progress));
+            progress.finish();
+            if (!report.ok()) {
+              print_error(report.status().message());
               return static_cast<int>(kExitUserError);
             }
-            index::ChannelStore store = index::ChannelStore::beside(*cache);
-            engine::Records records;
-            std::vector<Row> rows;
-            for_each_tensor_with_progress("outliers", *tensors, [&](const TensorInfo& t) {
-              Row row;
-              row.tensor = &t;
-              auto top = index::kept_top_k(*cache, opt->recompute, session->scheduler(), *ckpt, t, opt->k, &records,
-                                           opt->threads, nullptr);
-              if (top.ok()) {
-                row.extremes = std::move(top).value();
-              } else {
-                row.error = top.status().message();
-              }
-              if (row.error.empty()) {
-                auto stats = index::kept_channel_stats(store, opt->recompute, session->scheduler(), *ckpt, t, &records,
-                                                       opt->threads, nullptr);
-                if (stats.ok()) {
-                  row.channels = engine::outlier_channels(*stats, opt->rule);
-                } else {
-                  row.error = stats.status().message();
-                }
-              }
-              rows.push_back(std::move(row));
-            });
-            warn_unkept(cache->save());
-            warn_unkept(store.save());
+            warn_unkept(report->kept);
+            const std::vector<Row>& rows = report->rows;
             if (opt->json) {
-              nlohmann::ordered_json j = {{"schema", "tensormorph.outliers/1"}, {"path", ckpt->path().string()}, {"k", opt->k},
-                                          {"rule", {{"magnitude", opt->rule.magnitude}, {"robust_z", opt->rule.robust_z}}}};
-              j["tensors"] = nlohmann::ordered_json::array();
-              for (const auto& r : rows) {
-                const engine::MatrixShape m = engine::as_matrix(*r.tensor);
-                nlohmann::ordered_json t = {{"name", r.tensor->name}, {"dtype", std::string(dtype_name(r.tensor->dtype))},
-                                            {"shape", r.tensor->shape}, {"rows", m.rows}, {"cols", m.cols}};
-                if (r.error.empty()) {
-                  t["top_k"] = engine::extremes_json(r.extremes);
-                  t["outlier_channels"] = engine::outlier_channels_json(r.channels);
-                } else {
-                  t["error"] = r.error;
-                }
-                j["tensors"].push_back(t);
-              }
-              if (opt->compute.explain) j["placements"] = placements_json(records);
+              const auto j = reports::outliers_document(*ckpt, request, rows, opt->compute.explain ? &records : nullptr);
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);

@@ -89,4 +89,11 @@ void ProgressDisplay::finish() {
   drawn_complete_ = false;
 }
 
+reports::ProgressFn bytes_progress(ProgressDisplay& display) {
+  return [&display](const reports::AnalysisProgress& p) {
+    display.update(static_cast<uint64_t>(p.work_done), static_cast<uint64_t>(p.work_total), p.current, p.seconds);
+    return true;
+  };
+}
+
 }  // namespace tensormorph::cli

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "reports/report.h"
+
 namespace tensormorph::cli {
 
 /// Shows bytes done, throughput and ETA on stderr.
@@ -36,5 +38,8 @@ class ProgressDisplay {
   void draw(double fraction, const std::string& amounts, const std::string& eta, const std::string& current, bool complete);
   void emit(const char* line, bool complete);
 };
+
+/// A report's progress shown on `display` as bytes done (the analyses whose work is stored bytes).
+reports::ProgressFn bytes_progress(ProgressDisplay& display);
 
 }  // namespace tensormorph::cli

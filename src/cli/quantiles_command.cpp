@@ -6,10 +6,8 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
-#include "engine/quantile_ladder.h"
-#include "engine/quantiles.h"
-#include "index/analysis_cache.h"
-#include "index/index_builder.h"
+#include "cli/progress.h"
+#include "reports/quantiles_report.h"
 #include "tensormorph/decode.h"
 
 namespace tensormorph::cli {
@@ -30,13 +28,7 @@ struct Options {
   OpenOptions open;
 };
 
-struct Row {
-  const TensorInfo* tensor = nullptr;
-  std::string error;
-  engine::Quantiles q;
-  bool stored = false;  // read from the results kept beside the index
-  std::optional<engine::QuantilePlan> needs_consent;  // exact is out of the budgets and no rung was consented to
-};
+using Row = reports::QuantilesRow;
 
 /// Types whose values float32 cannot all hold are ranked after rounding to float32 (a monotone
 /// map, so each order statistic is the float32 nearest the true one).
@@ -46,23 +38,6 @@ std::string percent_label(double p) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g%%", p * 100);
   return text;
-}
-
-nlohmann::ordered_json row_json(const Row& r) {
-  const TensorInfo& t = *r.tensor;
-  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                              {"count", t.elements()}};
-  if (!r.error.empty()) {
-    j["error"] = r.error;
-    return j;
-  }
-  if (r.needs_consent) {
-    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
-    return j;
-  }
-  j.update(engine::quantiles_json(r.q, t.dtype));
-  j["source"] = r.stored ? "stored" : "computed";
-  return j;
 }
 
 double shown(const engine::QuantileValue& v, const std::string& method) {
@@ -147,17 +122,6 @@ void print_csv(const std::vector<Row>& rows) {
   }
 }
 
-/// What the index knows of `t` (its current entry's histogram and summary), if anything.
-engine::StoredKnowledge stored_knowledge(const index::CurrentEntries* entries, const TensorInfo& t) {
-  engine::StoredKnowledge k;
-  if (entries == nullptr) return k;
-  const auto it = entries->by_name.find(t.name);
-  if (it == entries->by_name.end() || it->second->dtype != t.dtype || it->second->shape != t.shape) return k;
-  k.value_histogram = it->second->value_histogram;
-  k.summary = engine::summarize(it->second->levels.back().tiles.front());
-  return k;
-}
-
 }  // namespace
 
 Command add_quantiles_command(CLI::App& app) {
@@ -189,66 +153,20 @@ Command add_quantiles_command(CLI::App& app) {
             auto session = open_session_or_report(opt->compute);
             if (!session) return static_cast<int>(kExitUserError);
             engine::Records records;
-            engine::QuantileOptions options{opt->probabilities, opt->mad};
-            const std::string key = engine::quantiles_cache_key(options);
-            auto cache = index::AnalysisCache::open(*ckpt);
-            if (!cache.ok()) {
-              print_error(cache.status().message());
+            const reports::QuantilesRequest request{*tensors, opt->probabilities, opt->mad, opt->consent, opt->recompute,
+                                                    opt->threads};
+            ProgressDisplay progress("quantiles");
+            auto report = reports::quantiles_report(session->scheduler(), *ckpt, request, records,
+                                                    bytes_progress(progress));
+            progress.finish();
+            if (!report.ok()) {
+              print_error(report.status().message());
               return static_cast<int>(kExitUserError);
             }
-            // The index is read only when some tensor meets the ladder (its histogram is a rung).
-            std::unique_ptr<index::CurrentEntries> entries;
-            bool entries_read = false;
-            const auto quantiles_within_budget = [&](const TensorInfo& t, Row& row) -> Result<engine::Quantiles> {
-              auto& scheduler = session->scheduler();
-              TM_ASSIGN_OR_RETURN(engine::QuantilePlan plan,
-                                  engine::plan_quantiles(scheduler, *ckpt, t, options, {}, opt->threads));
-              if (plan.exact_within_budget) {
-                return engine::tensor_quantiles(scheduler, *ckpt, t, options, &records, opt->threads);
-              }
-              if (!entries_read) {
-                entries_read = true;
-                if (auto read = index::read_current_entries(*ckpt); read.ok()) entries = std::move(read).value();
-              }
-              const engine::StoredKnowledge stored = stored_knowledge(entries.get(), t);
-              TM_ASSIGN_OR_RETURN(plan, engine::plan_quantiles(scheduler, *ckpt, t, options, stored, opt->threads));
-              if (const auto rung = engine::consented_rung(plan, opt->consent)) {
-                return engine::quantiles_by_rung(scheduler, *ckpt, t, options, stored, rung->id, &records, opt->threads);
-              }
-              row.needs_consent = std::move(plan);
-              return engine::Quantiles{};
-            };
-            std::vector<Row> rows;
-            for_each_tensor_with_progress("quantiles", *tensors, [&](const TensorInfo& t) {
-              Row row;
-              row.tensor = &t;
-              if (auto kept = opt->recompute ? std::nullopt : cache->find(t.name, key)) {
-                if (auto q = engine::quantiles_from_json(*kept); q.ok()) {
-                  row.q = std::move(q).value();
-                  row.stored = true;
-                  rows.push_back(std::move(row));
-                  return;
-                }
-              }
-              auto q = quantiles_within_budget(t, row);
-              if (q.ok()) {
-                if (!row.needs_consent) {
-                  row.q = std::move(q).value();
-                  if (row.q.rung == engine::kRungExact) cache->put(t.name, key, engine::quantiles_json(row.q, t.dtype));
-                }
-              } else {
-                row.error = q.status().message();
-              }
-              rows.push_back(std::move(row));
-            });
-            warn_unkept(cache->save());
+            warn_unkept(report->kept);
+            const std::vector<Row>& rows = report->rows;
             if (opt->json) {
-              nlohmann::ordered_json j = {{"schema", "tensormorph.quantiles/1"}, {"path", ckpt->path().string()},
-                                          {"probabilities", opt->probabilities}};
-              j["needs_consent"] = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.needs_consent.has_value(); });
-              j["tensors"] = nlohmann::ordered_json::array();
-              for (const auto& r : rows) j["tensors"].push_back(row_json(r));
-              if (opt->compute.explain) j["placements"] = placements_json(records);
+              const auto j = reports::quantiles_document(*ckpt, request, rows, opt->compute.explain ? &records : nullptr);
               std::cout << json_text(j, 2) << "\n";
             } else if (opt->csv) {
               print_csv(rows);

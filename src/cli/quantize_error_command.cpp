@@ -11,8 +11,8 @@
 #include "cli/commands.h"
 #include "cli/format_util.h"
 #include "core/printable.h"
-#include "core/quantize/quantize.h"
-#include "engine/quantization_error.h"
+#include "cli/progress.h"
+#include "reports/quantize_error_report.h"
 
 namespace tensormorph::cli {
 namespace {
@@ -33,15 +33,7 @@ struct Options {
   OpenOptions open;
 };
 
-/// One measured (tensor, type).
-struct Entry {
-  std::string tensor;
-  std::string reference_tensor;  // measured mode
-  DType type = DType::kF32;
-  std::string skipped;  // why it was not measured
-  std::string error;
-  engine::QuantizationError result;
-};
+using Entry = reports::QuantizeErrorEntry;
 
 const std::vector<std::string>& metric_names() {
   static const std::vector<std::string> names = {"rmse", "max_abs", "p95_abs", "p99_abs", "rel_rms"};
@@ -62,34 +54,7 @@ std::string cell(double v) {
   return buf;
 }
 
-Result<std::vector<DType>> parse_types(const std::string& list) {
-  std::vector<DType> out;
-  std::stringstream in(list);
-  for (std::string name; std::getline(in, name, ',');) {
-    if (name.empty()) continue;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
-    const auto t = dtype_from_name(name);
-    if (!t || !engine::is_ggml_quantized(*t) || !dtype_encodable(*t)) {
-      std::string known;
-      for (int d = 0; d < static_cast<int>(DType::kCount); ++d) {
-        const auto dt = static_cast<DType>(d);
-        if (engine::is_ggml_quantized(dt) && dtype_encodable(dt)) known += (known.empty() ? "" : ",") + std::string(dtype_name(dt));
-      }
-      return Status::InvalidArgument("--type '" + name + "' is not a type with a ggml encoder (" + known + ")");
-    }
-    out.push_back(*t);
-  }
-  if (out.empty()) return Status::InvalidArgument("--type names no type");
-  return out;
-}
-
-/// Totals per type over the measured tensors: the error of all their elements together.
-struct Total {
-  uint64_t tensors = 0, pairs = 0;
-  double sum_sq = 0, ref_sq = 0, max_abs = 0;
-};
-
-void print_table(const std::vector<Entry>& entries, const std::map<DType, Total>& totals) {
+void print_table(const std::vector<Entry>& entries, const std::map<DType, reports::QuantizeErrorTotal>& totals) {
   std::printf("  %-44s %-7s %-6s %10s %10s %10s %10s %10s %8s\n", "tensor", "type", "from", "rmse", "max_abs", "p95_abs",
               "p99_abs", "rel_rms", "snr_db");
   for (const auto& e : entries) {
@@ -105,8 +70,8 @@ void print_table(const std::vector<Entry>& entries, const std::map<DType, Total>
   }
   for (const auto& [type, t] : totals) {
     std::printf("  total %-7s over %llu tensors: rmse %s, max_abs %s, rel_rms %s\n", std::string(dtype_name(type)).c_str(),
-                static_cast<unsigned long long>(t.tensors), cell(t.pairs ? std::sqrt(t.sum_sq / static_cast<double>(t.pairs)) : 0).c_str(),
-                cell(t.max_abs).c_str(), cell(t.ref_sq > 0 ? std::sqrt(t.sum_sq / t.ref_sq) : 0).c_str());
+                static_cast<unsigned long long>(t.tensors), cell(t.rmse()).c_str(), cell(t.max_abs).c_str(),
+                cell(t.rel_rms()).c_str());
   }
   std::fflush(stdout);
 }
@@ -148,7 +113,7 @@ int run(const Options& opt) {
   }
   std::vector<DType> types;
   if (!opt.types.empty()) {
-    auto parsed = parse_types(opt.types);
+    auto parsed = reports::parse_quantized_types(opt.types);
     if (!parsed.ok()) {
       print_error(parsed.status().message());
       return kExitUsage;
@@ -162,86 +127,21 @@ int run(const Options& opt) {
   auto session = open_session_or_report(opt.compute);
   if (!session) return kExitUserError;
 
-  engine::QuantizationErrorOptions qopt;
-  qopt.rows = opt.rows;
   engine::Records records;
-  std::vector<Entry> entries;
-  if (ref) {
-    engine::NameMapping mapping;
-    if (!opt.map.empty()) {
-      auto read = engine::read_name_mapping(opt.map);
-      if (!read.ok()) {
-        print_error(read.status().message());
-        return kExitUserError;
-      }
-      mapping = *read;
-    }
-    auto matched = engine::match_tensors(*ckpt, *ref, mapping);
-    if (!matched.ok()) {
-      print_error(matched.status().message());
-      return kExitUserError;
-    }
-    std::vector<const TensorInfo*> selected;
-    std::map<const TensorInfo*, engine::MatchedTensors> by_tensor;
-    for (const auto& m : matched->matched) {
-      if (!tensor_selected(*m.a, opt.globs) || !engine::is_ggml_quantized(m.a->dtype)) continue;
-      selected.push_back(m.a);
-      by_tensor[m.a] = m;
-    }
-    for (const auto* t : matched->only_a) {
-      if (tensor_selected(*t, opt.globs) && engine::is_ggml_quantized(t->dtype)) {
-        entries.push_back({t->name, "", t->dtype, "no tensor of the reference matches it", "", {}});
-      }
-    }
-    for (const auto& m : matched->shape_mismatched) {
-      if (tensor_selected(*m.a, opt.globs) && engine::is_ggml_quantized(m.a->dtype)) {
-        entries.push_back({m.a->name, m.b->name, m.a->dtype, "the reference's shape is " + m.b->shape_string(), "", {}});
-      }
-    }
-    for_each_tensor_with_progress("measuring", selected, [&](const TensorInfo& t) {
-      const auto& m = by_tensor.at(&t);
-      Entry e{t.name, m.b->name, t.dtype, "", "", {}};
-      auto r = engine::measured_quantization_error(session->scheduler(), *ckpt, *ref, m, qopt, &records, opt.threads);
-      if (r.ok()) e.result = std::move(r).value(); else e.error = r.status().message();
-      entries.push_back(std::move(e));
-    });
-  } else {
-    std::vector<const TensorInfo*> selected;
-    for (const auto& t : ckpt->tensors()) {
-      if (!tensor_selected(t, opt.globs)) continue;
-      const bool source = dtype_info(t.dtype).is_float && !dtype_info(t.dtype).is_quantized;
-      if (!source || (!opt.all_ranks && t.shape.size() < 2)) continue;
-      selected.push_back(&t);
-    }
-    for_each_tensor_with_progress("quantizing", selected, [&](const TensorInfo& t) {
-      for (const DType type : types) {
-        Entry e{t.name, "", type, engine::what_if_obstacle(t, type), "", {}};
-        if (e.skipped.empty()) {
-          auto r = engine::what_if_quantization_error(session->scheduler(), *ckpt, t, type, qopt, &records, opt.threads);
-          if (r.ok()) e.result = std::move(r).value(); else e.error = r.status().message();
-        }
-        entries.push_back(std::move(e));
-      }
-    });
-  }
-  if (entries.empty()) {
-    print_error(ref ? "no quantized tensor of " + ckpt->path().string() + " was selected"
-                    : "no floating-point tensor of rank 2 or more was selected (--all-ranks includes vectors)");
+  const reports::QuantizeErrorRequest request{ref.get(), types, opt.globs, opt.map, opt.rows, opt.all_ranks, opt.threads};
+  ProgressDisplay progress(ref ? "measuring" : "quantizing");
+  auto report = reports::quantize_error_report(session->scheduler(), *ckpt, request, records, bytes_progress(progress));
+  progress.finish();
+  if (!report.ok()) {
+    print_error(report.status().message());
     return kExitUserError;
   }
-
-  std::map<DType, Total> totals;
+  const std::vector<Entry>& entries = report->entries;
   size_t failed = 0;
   std::vector<std::string> over;
   for (const auto& e : entries) {
     failed += !e.error.empty();
     if (!e.skipped.empty() || !e.error.empty()) continue;
-    Total& t = totals[e.type];
-    ++t.tensors;
-    t.pairs += e.result.stats.finite_pairs;
-    t.sum_sq += e.result.stats.sum_sq_diff;
-    t.ref_sq += e.result.stats.sum_sq_a;
-    t.max_abs = std::max(t.max_abs, e.result.stats.max_abs_diff);
     for (const auto& [name, limit] : limits) {
       if (metric(e.result, name) > limit) {
         over.push_back(quoted_name(e.tensor, 80) + " " + std::string(dtype_name(e.type)) + ": " + name + " " +
@@ -252,23 +152,7 @@ int run(const Options& opt) {
   }
 
   if (opt.json) {
-    nlohmann::ordered_json j = {{"schema", "tensormorph.quantize_error/1"}, {"path", ckpt->path().string()}};
-    if (ref) j["reference"] = ref->path().string();
-    j["tensors"] = nlohmann::ordered_json::array();
-    for (const auto& e : entries) {
-      nlohmann::ordered_json t = {{"name", e.tensor}, {"type", std::string(dtype_name(e.type))}};
-      if (!e.reference_tensor.empty()) t["reference_name"] = e.reference_tensor;
-      if (!e.skipped.empty()) t["skipped"] = e.skipped;
-      else if (!e.error.empty()) t["error"] = e.error;
-      else t.update(engine::quantization_error_json(e.result));
-      j["tensors"].push_back(t);
-    }
-    j["totals"] = nlohmann::ordered_json::array();
-    for (const auto& [type, t] : totals) {
-      j["totals"].push_back({{"type", std::string(dtype_name(type))}, {"tensors", t.tensors},
-                             {"rmse", t.pairs ? std::sqrt(t.sum_sq / static_cast<double>(t.pairs)) : 0.0}, {"max_abs", t.max_abs},
-                             {"rel_rms", t.ref_sq > 0 ? std::sqrt(t.sum_sq / t.ref_sq) : 0.0}});
-    }
+    auto j = reports::quantize_error_document(*ckpt, request, *report, nullptr);
     if (!limits.empty()) j["gate"] = {{"thresholds", opt.fail_above}, {"exceeded", over}, {"passed", over.empty()}};
     if (opt.compute.explain) j["placements"] = placements_json(records);
     std::cout << json_text(j, 2) << "\n";
@@ -276,7 +160,7 @@ int run(const Options& opt) {
     print_csv(entries);
     if (opt.compute.explain) print_placements(std::cerr, records);
   } else {
-    print_table(entries, totals);
+    print_table(entries, report->totals);
     if (opt.compute.explain) print_placements(std::cout, records);
   }
   note_unmet_preferences(records);

@@ -7,4 +7,5 @@ PYBIND11_MODULE(_tensormorph, m) {
   tensormorph::python::register_exceptions(m);
   tensormorph::python::bind_checkpoints(m);
   tensormorph::python::bind_analyses(m);
+  tensormorph::python::bind_comparisons(m);
 }

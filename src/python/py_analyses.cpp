@@ -1,37 +1,20 @@
-// Indexing and the analyses for Python: each returns the document its CLI command prints with
-// --json (placements included), computed by the same reports without the GIL.
-#include <fnmatch.h>
-
+// Indexing and the analyses of one checkpoint for Python: each returns the document its CLI
+// command prints with --json (placements included), computed by the same reports without the GIL.
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include "py_bindings.h"
 #include "py_support.h"
+#include "reports/channels_report.h"
+#include "reports/outliers_report.h"
+#include "reports/quantiles_report.h"
 #include "reports/spectrum_report.h"
 #include "reports/stats_report.h"
 
 namespace tensormorph::python {
 namespace {
 
-// The tensors whose names match one of `globs` (every tensor when there is none); NOT_FOUND when
-// globs match none.
-Result<std::vector<const TensorInfo*>> select(const Checkpoint& ckpt, const std::vector<std::string>& globs) {
-  std::vector<const TensorInfo*> tensors;
-  for (const TensorInfo& t : ckpt.tensors()) {
-    const bool wanted = globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
-                          return fnmatch(g.c_str(), t.name.c_str(), 0) == 0;
-                        });
-    if (wanted) tensors.push_back(&t);
-  }
-  if (tensors.empty() && !globs.empty()) {
-    std::string patterns;
-    for (const auto& g : globs) patterns += (patterns.empty() ? "'" : ", '") + g + "'";
-    return Status::NotFound(ckpt.path().string() + ": no tensor matches " + patterns);
-  }
-  return tensors;
-}
-
-nlohmann::ordered_json index_report_json(const index::IndexReport& r, const engine::Records& records) {
+nlohmann::ordered_json index_report_json(const index::IndexReport& r) {
   nlohmann::ordered_json j = {{"index_path", r.index_path.string()}, {"tensors_total", r.tensors_total},
                               {"tensors_indexed", r.tensors_indexed}, {"tensors_reused", r.tensors_reused},
                               {"bytes_indexed", r.bytes_indexed}, {"seconds", r.seconds}, {"written", r.written}};
@@ -43,12 +26,11 @@ nlohmann::ordered_json index_report_json(const index::IndexReport& r, const engi
                                                                                 : "failed";
     j["skipped"].push_back({{"name", s.name}, {"kind", kind}, {"reason", s.reason}});
   }
-  if (!r.verify_mismatches.empty() || r.tensors_verified > 0) {
+  if (r.tensors_verified > 0) {
     j["tensors_verified"] = r.tensors_verified;
     j["verify_mismatches"] = r.verify_mismatches;
   }
   j["ops_per_backend"] = r.ops_per_backend;
-  j["placements"] = reports::placements_json(records);
   return j;
 }
 
@@ -57,14 +39,16 @@ struct Indexed {
   index::IndexReport report;
 };
 
-// Brings the index up to date (GIL released), relaying progress; KeyboardInterrupt stops it after
-// the current tensor with the finished ones saved.
+// Brings the index up to date, relaying progress; Ctrl-C stops it after the current tensor with the
+// finished ones saved.
 Result<Indexed> update_index(engine::ComputeSession& session, const Checkpoint& ckpt, index::IndexOptions options,
                              ProgressRelay& relay, engine::Records& records) {
   options.records = &records;
   options.interrupted = relay.stop_flag();
   options.progress = [&](const index::IndexProgress& p) {
-    if (p.tensors_total > 0) relay.report(static_cast<double>(p.bytes_done), static_cast<double>(p.bytes_total), p.current, p.seconds);
+    if (p.tensors_total > 0) {
+      relay.report(static_cast<double>(p.bytes_done), static_cast<double>(p.bytes_total), p.current, p.seconds);
+    }
   };
   Indexed out;
   TM_ASSIGN_OR_RETURN(out.report, index::update_index(session.scheduler(), ckpt, options, &out.contents));
@@ -74,14 +58,6 @@ Result<Indexed> update_index(engine::ComputeSession& session, const Checkpoint& 
                                    "; run again to resume");
   }
   return out;
-}
-
-// Ends a call: its placements remembered, what stopped it raised, else its result's value.
-template <typename T>
-T finish(Result<T> result, ProgressRelay& relay, const engine::Records& records) {
-  remember_placements(records);
-  relay.rethrow();
-  return value_or_raise(std::move(result));
 }
 
 }  // namespace
@@ -95,10 +71,8 @@ void bind_analyses(py::module_& m) {
       "_index",
       [](const Checkpoint& ckpt, uint32_t tile, uint32_t threads, const std::filesystem::path& index_path,
          bool verify, const std::string& compute, py::object progress) {
-        ProgressRelay relay(std::move(progress));
-        engine::Records records;
-        Result<nlohmann::ordered_json> result = [&]() -> Result<nlohmann::ordered_json> {
-          py::gil_scoped_release release;
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
           TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
           index::IndexOptions options;
           options.tile = tile;
@@ -106,9 +80,10 @@ void bind_analyses(py::module_& m) {
           options.location = index_path;
           options.verify = verify;
           TM_ASSIGN_OR_RETURN(auto indexed, update_index(*session, ckpt, options, relay, records));
-          return index_report_json(indexed.report, records);
-        }();
-        return to_python(finish(std::move(result), relay, records));
+          auto j = index_report_json(indexed.report);
+          j["placements"] = reports::placements_json(records);
+          return j;
+        });
       },
       py::arg("checkpoint"), py::arg("tile"), py::arg("threads"), py::arg("index_path"), py::arg("verify"),
       py::arg("compute"), py::arg("progress"));
@@ -117,11 +92,9 @@ void bind_analyses(py::module_& m) {
       "_stats",
       [](const Checkpoint& ckpt, const std::vector<std::string>& tensors, uint32_t tile, uint32_t threads,
          const std::string& compute, py::object progress) {
-        ProgressRelay relay(std::move(progress));
-        engine::Records records;
-        Result<nlohmann::ordered_json> result = [&]() -> Result<nlohmann::ordered_json> {
-          py::gil_scoped_release release;
-          TM_ASSIGN_OR_RETURN(auto selected, select(ckpt, tensors));
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
+          TM_ASSIGN_OR_RETURN(auto selected, reports::select_tensors(ckpt, tensors));
           TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
           index::IndexOptions options;
           options.tile = tile;
@@ -131,38 +104,93 @@ void bind_analyses(py::module_& m) {
           std::vector<reports::StatsRow> rows;
           for (const TensorInfo* t : selected) rows.push_back(source.stats_of(*t));
           auto doc = reports::stats_document(ckpt, rows, &records, source.from_index());
-          doc["index"] = index_report_json(indexed.report, {});
-          doc["index"].erase("placements");
+          doc["index"] = index_report_json(indexed.report);
           return doc;
-        }();
-        return to_python(finish(std::move(result), relay, records));
+        });
       },
       py::arg("checkpoint"), py::arg("tensors"), py::arg("tile"), py::arg("threads"), py::arg("compute"),
       py::arg("progress"));
 
   m.def(
+      "_quantiles",
+      [](const Checkpoint& ckpt, const std::vector<std::string>& tensors, const std::vector<double>& probabilities,
+         bool mad, const std::string& consent, bool recompute, uint32_t threads, const std::string& compute,
+         py::object progress) {
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
+          TM_ASSIGN_OR_RETURN(auto selected, reports::select_tensors(ckpt, tensors));
+          TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
+          const reports::QuantilesRequest request{selected, probabilities, mad, consent, recompute, threads};
+          TM_ASSIGN_OR_RETURN(auto report,
+                              reports::quantiles_report(session->scheduler(), ckpt, request, records, relayed(relay)));
+          auto doc = reports::quantiles_document(ckpt, request, report.rows, &records);
+          if (!report.kept.ok()) doc["not_kept"] = report.kept.message();
+          return doc;
+        });
+      },
+      py::arg("checkpoint"), py::arg("tensors"), py::arg("probabilities"), py::arg("mad"), py::arg("consent"),
+      py::arg("recompute"), py::arg("threads"), py::arg("compute"), py::arg("progress"));
+
+  m.def(
+      "_outliers",
+      [](const Checkpoint& ckpt, const std::vector<std::string>& tensors, uint64_t k, double magnitude,
+         double robust_z, bool recompute, uint32_t threads, const std::string& compute, py::object progress) {
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
+          if (k < 1 || k > TM_TOP_K_MAX) {
+            return Status::InvalidArgument("k must be between 1 and " + std::to_string(TM_TOP_K_MAX));
+          }
+          TM_ASSIGN_OR_RETURN(auto selected, reports::select_tensors(ckpt, tensors));
+          TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
+          reports::OutliersRequest request{selected, k, {}, recompute, threads};
+          request.rule.magnitude = magnitude;
+          request.rule.robust_z = robust_z;
+          TM_ASSIGN_OR_RETURN(auto report,
+                              reports::outliers_report(session->scheduler(), ckpt, request, records, relayed(relay)));
+          auto doc = reports::outliers_document(ckpt, request, report.rows, &records);
+          if (!report.kept.ok()) doc["not_kept"] = report.kept.message();
+          return doc;
+        });
+      },
+      py::arg("checkpoint"), py::arg("tensors"), py::arg("k"), py::arg("magnitude"), py::arg("robust_z"),
+      py::arg("recompute"), py::arg("threads"), py::arg("compute"), py::arg("progress"));
+
+  m.def(
+      "_channels",
+      [](const Checkpoint& ckpt, const std::vector<std::string>& tensors, const std::string& axis, bool recompute,
+         uint32_t threads, const std::string& compute, py::object progress) {
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
+          if (axis != "rows" && axis != "cols") return Status::InvalidArgument("axis must be 'rows' or 'cols', not '" + axis + "'");
+          TM_ASSIGN_OR_RETURN(auto selected, reports::select_tensors(ckpt, tensors));
+          TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
+          const reports::ChannelsRequest request{selected, axis == "rows", recompute, threads};
+          TM_ASSIGN_OR_RETURN(auto report,
+                              reports::channels_report(session->scheduler(), ckpt, request, records, relayed(relay)));
+          auto doc = reports::channels_document(ckpt, request, report.rows, &records);
+          if (!report.kept.ok()) doc["not_kept"] = report.kept.message();
+          return doc;
+        });
+      },
+      py::arg("checkpoint"), py::arg("tensors"), py::arg("axis"), py::arg("recompute"), py::arg("threads"),
+      py::arg("compute"), py::arg("progress"));
+
+  m.def(
       "_spectrum",
       [](const Checkpoint& ckpt, const std::vector<std::string>& tensors, uint64_t top, const std::string& consent,
          bool recompute, uint32_t threads, const std::string& compute, py::object progress) {
-        ProgressRelay relay(std::move(progress));
-        engine::Records records;
-        Result<nlohmann::ordered_json> result = [&]() -> Result<nlohmann::ordered_json> {
-          py::gil_scoped_release release;
-          TM_ASSIGN_OR_RETURN(auto selected, select(ckpt, tensors));
+        return run_report(std::move(progress), [&](ProgressRelay& relay, engine::Records& records)
+                                                   -> Result<nlohmann::ordered_json> {
+          TM_ASSIGN_OR_RETURN(auto selected, reports::select_tensors(ckpt, tensors));
           TM_ASSIGN_OR_RETURN(auto* session, session_for(compute));
-          reports::SpectrumRequest request{reports::spectrum_tensors(selected, !tensors.empty()), top, consent,
-                                           recompute, threads};
+          const reports::SpectrumRequest request{reports::spectrum_tensors(selected, !tensors.empty()), top, consent,
+                                                 recompute, threads};
           TM_ASSIGN_OR_RETURN(auto report,
-                              reports::spectrum_report(session->scheduler(), ckpt, request, records,
-                                                       [&](const reports::AnalysisProgress& p) {
-                                                         return relay.report(p.work_done, p.work_total, p.current,
-                                                                             p.seconds);
-                                                       }));
+                              reports::spectrum_report(session->scheduler(), ckpt, request, records, relayed(relay)));
           auto doc = reports::spectrum_document(ckpt, report.rows, top, &records);
           if (!report.kept.ok()) doc["not_kept"] = report.kept.message();
           return doc;
-        }();
-        return to_python(finish(std::move(result), relay, records));
+        });
       },
       py::arg("checkpoint"), py::arg("tensors"), py::arg("top"), py::arg("consent"), py::arg("recompute"),
       py::arg("threads"), py::arg("compute"), py::arg("progress"));

@@ -148,4 +148,10 @@ void ProgressRelay::rethrow() {
   throw std::move(*error);
 }
 
+reports::ProgressFn relayed(ProgressRelay& relay) {
+  return [&relay](const reports::AnalysisProgress& p) {
+    return relay.report(p.work_done, p.work_total, p.current, p.seconds);
+  };
+}
+
 }  // namespace tensormorph::python

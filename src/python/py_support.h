@@ -14,6 +14,7 @@
 
 #include "engine/compute_session.h"
 #include "engine/tensor_ops.h"
+#include "reports/report.h"
 #include "tensormorph/checkpoint.h"
 
 namespace tensormorph::python {
@@ -68,6 +69,25 @@ class ProgressRelay {
   std::mutex mutex_;  // reports may come from the threads doing the work
   double last_report_ = -1;
 };
+
+/// A report's progress relayed to `relay` (the analyses' modelled work or bytes).
+reports::ProgressFn relayed(ProgressRelay& relay);
+
+/// Runs `body(relay, records)` without the GIL — a Result<nlohmann::ordered_json> computed through
+/// the reports — then remembers its placements, raises what stopped it (Ctrl-C, the progress
+/// callable's exception) or its error, and returns its document as Python data.
+template <typename Body>
+py::object run_report(py::object progress, Body body) {
+  ProgressRelay relay(std::move(progress));
+  engine::Records records;
+  Result<nlohmann::ordered_json> result = [&]() -> Result<nlohmann::ordered_json> {
+    py::gil_scoped_release release;
+    return body(relay, records);
+  }();
+  remember_placements(records);
+  relay.rethrow();
+  return to_python(value_or_raise(std::move(result)));
+}
 
 /// A tensor of an open checkpoint: the checkpoint stays alive while any of its tensors does.
 struct TensorHandle {

@@ -36,9 +36,20 @@ def cli_json(*args):
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    """The built-in demo checkpoint (planted outliers, spectral spikes and one NaN)."""
+def demo_dir(tmp_path_factory):
+    """The built-in demo: a sharded safetensors set and its mixed-quantization GGUF twin."""
     where = tmp_path_factory.mktemp("demo")
     run_cli("demo", where)
-    files = sorted(where.glob("*.safetensors")) + sorted(where.glob("*.json"))
-    return files[0] if len(files) == 1 else where
+    return where
+
+
+@pytest.fixture(scope="session")
+def demo(demo_dir):
+    """The demo's safetensors set (planted outliers, spectral spikes and one NaN), by its index."""
+    return demo_dir / "model.safetensors.index.json"
+
+
+@pytest.fixture(scope="session")
+def demo_gguf(demo_dir):
+    """The demo's GGUF twin (Q8_0, Q4_K and F16 tensors converted from the set)."""
+    return demo_dir / "demo-mixed-quant.gguf"

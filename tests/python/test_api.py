@@ -238,3 +238,50 @@ def test_a_view_keeps_the_mapping_alive_after_the_checkpoint_goes():
 
     gc.collect()
     assert np.array_equal(view, expected)
+
+
+def _without_placements(document):
+    """A document as the CLI prints it without --explain; rows lose "source" (computed now or read
+    from the kept results, which depends on which of the two ran first)."""
+    rows = [{k: v for k, v in r.items() if k != "source"} for r in document["tensors"]]
+    return {**{k: v for k, v in document.items() if k != "placements"}, "tensors": rows}
+
+
+def test_quantiles_equal_the_cli_and_numpy(demo):
+    ckpt = tm.open(demo)
+    name = "model.layers.0.mlp.up_proj.weight"
+    report = ckpt.quantiles(name, probabilities=[0.01, 0.5, 0.99], mad=True, progress=False, recompute=True)
+    cli = cli_json("quantiles", demo, "--tensor", name, "-p", "0.01,0.5,0.99", "--mad", "--json")
+    assert _without_placements(report.document) == _without_placements(cli)
+    values = ckpt[name].numpy().astype(np.float64).ravel()
+    expected = np.quantile(values[np.isfinite(values)], [0.01, 0.5, 0.99])
+    assert [q["linear"] for q in report.row(name)["quantiles"]] == list(expected)
+
+
+def test_outliers_and_channels_equal_the_cli(demo):
+    ckpt = tm.open(demo)
+    name = "model.layers.1.self_attn.q_proj.weight"
+    outliers = ckpt.outliers(name, k=5, progress=False)
+    assert _without_placements(outliers.document) == cli_json("outliers", demo, "--tensor", name, "-k", "5", "--json")
+    assert len(outliers.row(name)["top_k"]) == 5
+    channels = ckpt.channels(name, axis="cols", progress=False)
+    assert _without_placements(channels.document) == cli_json("channels", demo, "--tensor", name, "--axis", "cols",
+                                                                "--json")
+    frame = channels.to_pandas()
+    assert len(frame) == ckpt[name].shape[1] and list(frame["channel"][:3]) == [0, 1, 2]
+
+
+def test_diff_and_quantize_error_equal_the_cli(demo, demo_gguf):
+    report = tm.diff(demo, demo_gguf, progress=False)
+    cli = cli_json("diff", demo, demo_gguf, "--json")
+    assert _without_placements(report.document) == cli
+    assert report.placements and report.to_pandas().index[0] == cli["tensors"][0]["a"]
+    gguf = tm.open(demo_gguf)
+    measured = gguf.quantize_error(reference=tm.open(demo), progress=False)
+    assert _without_placements(measured.document) == cli_json("quantize-error", demo_gguf, "--reference", demo, "--json")
+    what_if = tm.open(demo).quantize_error(types=["q4_k", "Q8_0"], tensors="model.layers.0.*", progress=False)
+    assert {t["type"] for t in what_if.document["totals"]} == {"Q4_K", "Q8_0"}
+    with pytest.raises(tm.InvalidArgumentError, match="not a type with a ggml encoder"):
+        tm.open(demo).quantize_error(types="Q9_9", progress=False)
+    with pytest.raises(tm.InvalidArgumentError, match="exactly one of"):
+        tm.open(demo).quantize_error(progress=False)
