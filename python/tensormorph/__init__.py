@@ -119,9 +119,17 @@ def _row_name(row: dict) -> str:
     return row.get("name", row.get("a", ""))
 
 
-def _close(callback: Any) -> None:
-    if hasattr(callback, "close"):
-        callback.close()
+_NO_LADDER = object()  # an analysis without an exactness ladder (no consent= to check)
+
+
+def _with_progress(progress: Progress, label: str, bytes_: bool, call: Callable[[Any], dict]) -> dict:
+    """``call(callback)`` with the progress display ``progress`` asks for, closed however it ends."""
+    callback = progress_callback(progress, label, bytes_=bytes_)
+    try:
+        return call(callback)
+    finally:
+        if hasattr(callback, "close"):
+            callback.close()
 
 
 def _raise_failures(report: Report, path: str) -> None:
@@ -224,32 +232,35 @@ class Checkpoint:
         # The mappings go with the last tensor view that holds them.
         self._native = None
 
+    def _analysis(self, label: str, progress: Progress, errors: str, call: Callable[[Any], dict], *,
+                  bytes_: bool = True, explode: str | None = None, consent: Any = _NO_LADDER) -> Report:
+        """Runs ``call(progress_callback)`` with the progress display ``label`` names, and raises for
+        failed tensors (unless ``errors="keep"``) and for tensors waiting on consent."""
+        report = Report(_with_progress(progress, label, bytes_, call), explode)
+        if errors == "raise":
+            _raise_failures(report, self.path)
+        if consent is not _NO_LADDER:
+            _raise_needs_consent(report, consent)
+        return report
+
     def index(self, *, progress: Progress = True, tile: int = 256, threads: int = 0,
               index_path: str | os.PathLike | None = None, verify: bool = False, compute: Compute = None) -> dict:
         """Builds or refreshes the level-of-detail index (a ``.tmindex`` sidecar, or the cache
         directory when the checkpoint's is read-only) and says what it did. Ctrl-C stops after the
         current tensor; what was indexed is kept and the next call resumes."""
-        callback = progress_callback(progress, "indexing", bytes_=True)
-        try:
-            return _native._index(self._native, tile, threads, os.fspath(index_path or ""), verify,
-                                  _compute_spec(compute), callback)
-        finally:
-            _close(callback)
+        return _with_progress(progress, "indexing", True,
+                              lambda callback: _native._index(self._native, tile, threads,
+                                                              os.fspath(index_path or ""),
+                                                              verify, _compute_spec(compute), callback))
 
     def stats(self, tensors: Tensors = None, *, errors: str = "raise", tile: int = 256, threads: int = 0,
               compute: Compute = None, progress: Progress = True) -> Report:
         """Exact per-tensor statistics (count, mean, std, min, max, absmax, NaN/Inf, zeros), from the
         index, built or refreshed first. ``tensors``: shell globs (default every tensor).
         ``errors="keep"`` returns rows of tensors that failed with an ``"error"`` instead of raising."""
-        callback = progress_callback(progress, "indexing", bytes_=True)
-        try:
-            report = Report(_native._stats(self._native, _globs(tensors), tile, threads, _compute_spec(compute),
-                                           callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        return report
+        return self._analysis("indexing", progress, errors,
+                              lambda callback: _native._stats(self._native, _globs(tensors), tile, threads,
+                                                              _compute_spec(compute), callback))
 
     def spectrum(self, tensors: Tensors = None, *, top: int = 0, consent: str | None = None,
                  recompute: bool = False, errors: str = "raise", threads: int = 0, compute: Compute = None,
@@ -260,34 +271,26 @@ class Checkpoint:
         NeedsConsent with its ladder unless ``consent`` names a rung ("gram", "randomized",
         "sample", "exact" or "approximate"). ``top``: values listed per tensor (0: all). Exact
         spectra are kept beside the index."""
-        callback = progress_callback(progress, "spectrum", bytes_=False)
-        try:
-            report = Report(_native._spectrum(self._native, _globs(tensors), top, consent or "", recompute, threads,
-                                              _compute_spec(compute), callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        _raise_needs_consent(report, consent)
-        return report
+        return self._analysis("spectrum", progress, errors,
+                              lambda callback: _native._spectrum(self._native, _globs(tensors), top, consent or "",
+                                                                 recompute, threads, _compute_spec(compute),
+                                                                 callback),
+                              bytes_=False, consent=consent)
 
-    def quantiles(self, tensors: Tensors = None, *, probabilities: Sequence[float] = (0, 0.001, 0.01, 0.5, 0.99, 0.999, 1),
-                  mad: bool = False, consent: str | None = None, recompute: bool = False, errors: str = "raise",
+    def quantiles(self, tensors: Tensors = None, *,
+                  probabilities: Sequence[float] = (0, 0.001, 0.01, 0.5, 0.99, 0.999, 1), mad: bool = False,
+                  consent: str | None = None, recompute: bool = False, errors: str = "raise",
                   threads: int = 0, compute: Compute = None, progress: Progress = True) -> Report:
         """Exact quantiles of each tensor's finite values (NaN and ±Inf counted apart), by numpy's
         linear interpolation and by inverted_cdf, bit for bit as ``numpy.quantile`` of the values as
         float64; ``mad`` adds the median absolute deviation. Over the budgets, raises NeedsConsent
         unless ``consent`` names a rung ("histogram", "sample", "exact" or "approximate")."""
-        callback = progress_callback(progress, "quantiles", bytes_=True)
-        try:
-            report = Report(_native._quantiles(self._native, _globs(tensors), [float(p) for p in probabilities], mad,
-                                               consent or "", recompute, threads, _compute_spec(compute), callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        _raise_needs_consent(report, consent)
-        return report
+        return self._analysis("quantiles", progress, errors,
+                              lambda callback: _native._quantiles(self._native, _globs(tensors),
+                                                                  [float(p) for p in probabilities], mad,
+                                                                  consent or "", recompute, threads,
+                                                                  _compute_spec(compute), callback),
+                              consent=consent)
 
     def outliers(self, tensors: Tensors = None, *, k: int = 10, magnitude: float = 6.0, robust_z: float = 3.5,
                  recompute: bool = False, errors: str = "raise", threads: int = 0, compute: Compute = None,
@@ -295,29 +298,19 @@ class Checkpoint:
         """The ``k`` finite values of largest magnitude of each tensor with their row and column, and
         its outlier rows and columns (holding |x| >= ``magnitude``, or a norm whose robust z-score is
         at least ``robust_z``)."""
-        callback = progress_callback(progress, "outliers", bytes_=True)
-        try:
-            report = Report(_native._outliers(self._native, _globs(tensors), k, magnitude, robust_z, recompute, threads,
-                                              _compute_spec(compute), callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        return report
+        return self._analysis("outliers", progress, errors,
+                              lambda callback: _native._outliers(self._native, _globs(tensors), k, magnitude,
+                                                                 robust_z, recompute, threads, _compute_spec(compute),
+                                                                 callback))
 
     def channels(self, tensors: Tensors = None, *, axis: str = "rows", recompute: bool = False, errors: str = "raise",
                  threads: int = 0, compute: Compute = None, progress: Progress = True) -> Report:
         """The statistics of every row (or column) of each tensor's matrix view: count, min, max,
         absmax, mean, L2 norm, NaN/Inf, zeros. ``to_pandas()`` gives one row per channel."""
-        callback = progress_callback(progress, "channels", bytes_=True)
-        try:
-            report = Report(_native._channels(self._native, _globs(tensors), axis, recompute, threads,
-                                              _compute_spec(compute), callback), explode="channels")
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        return report
+        return self._analysis("channels", progress, errors,
+                              lambda callback: _native._channels(self._native, _globs(tensors), axis, recompute,
+                                                                 threads, _compute_spec(compute), callback),
+                              explode="channels")
 
     def diff(self, other: "Checkpoint", tensors: Tensors = None, *, sort: str = "rel_fro",
              map_file: str | os.PathLike | None = None, errors: str = "raise", threads: int = 0,
@@ -326,15 +319,10 @@ class Checkpoint:
         tensor by tensor, most changed first by ``sort``: max |a-b| and where, RMSE, relative
         Frobenius error, cosine, NMSE, SNR, differing elements, bit-for-bit identity. The document's
         ``matching`` lists tensors on one side only and shape mismatches."""
-        callback = progress_callback(progress, "comparing", bytes_=True)
-        try:
-            report = Report(_native._diff(self._native, other._native, _globs(tensors), sort,
-                                          os.fspath(map_file or ""), threads, _compute_spec(compute), callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        return report
+        return self._analysis("comparing", progress, errors,
+                              lambda callback: _native._diff(self._native, other._native, _globs(tensors), sort,
+                                                             os.fspath(map_file or ""), threads,
+                                                             _compute_spec(compute), callback))
 
     def quantize_error(self, *, types: str | Sequence[str] | None = None, reference: "Checkpoint | None" = None,
                        tensors: Tensors = None, map_file: str | os.PathLike | None = None, rows: bool = False,
@@ -347,16 +335,12 @@ class Checkpoint:
         error, SNR; the document's ``totals`` per type."""
         if types is not None and not isinstance(types, str):
             types = ",".join(types)
-        callback = progress_callback(progress, "measuring" if reference is not None else "quantizing", bytes_=True)
-        try:
-            report = Report(_native._quantize_error(self._native, reference._native if reference is not None else None,
-                                                    types or "", _globs(tensors), os.fspath(map_file or ""), rows,
-                                                    all_ranks, threads, _compute_spec(compute), callback))
-        finally:
-            _close(callback)
-        if errors == "raise":
-            _raise_failures(report, self.path)
-        return report
+        return self._analysis("measuring" if reference is not None else "quantizing", progress, errors,
+                              lambda callback: _native._quantize_error(self._native, None if reference is None
+                                                                       else reference._native, types or "",
+                                                                       _globs(tensors),
+                                                                       os.fspath(map_file or ""), rows, all_ranks,
+                                                                       threads, _compute_spec(compute), callback))
 
 
 def open(path: str | os.PathLike, *, tp_split: Sequence[str] = ()) -> Checkpoint:  # noqa: A001 (the API's verb)

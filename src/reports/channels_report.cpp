@@ -1,8 +1,5 @@
 #include "reports/channels_report.h"
 
-#include <chrono>
-
-#include "engine/matrix_shape.h"
 #include "engine/outliers.h"
 #include "index/channel_store.h"
 
@@ -12,9 +9,7 @@ Result<ChannelsReport> channels_report(compute::Scheduler& scheduler, const Chec
                                        const ChannelsRequest& request, engine::Records& records,
                                        const ProgressFn& progress) {
   TM_ASSIGN_OR_RETURN(auto store, index::ChannelStore::open(ckpt));
-  double total = 0, done = 0;
-  for (const TensorInfo* t : request.tensors) total += static_cast<double>(t->nbytes);
-  const auto start = std::chrono::steady_clock::now();
+  TensorProgress tracker(progress, request.tensors.size(), stored_bytes(request.tensors));
   ChannelsReport report;
   for (size_t i = 0; i < request.tensors.size(); ++i) {
     const TensorInfo& t = *request.tensors[i];
@@ -27,12 +22,9 @@ Result<ChannelsReport> channels_report(compute::Scheduler& scheduler, const Chec
       row.error = stats.status().message();
     }
     report.rows.push_back(std::move(row));
-    done += static_cast<double>(t.nbytes);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (progress && !progress({i + 1, request.tensors.size(), done, total, t.name, seconds})) {
+    if (!tracker.finished(static_cast<double>(t.nbytes), t.name)) {
       (void)store.save();  // what is done is kept: the next run starts from it
-      return Status::InvalidArgument("stopped after " + std::to_string(i + 1) + " of " +
-                                     std::to_string(request.tensors.size()) + " tensors (the results are kept)");
+      return tracker.stopped("the results are kept");
     }
   }
   report.kept = store.save();
@@ -45,14 +37,10 @@ nlohmann::ordered_json channels_document(const Checkpoint& ckpt, const ChannelsR
                               {"axis", request.rows ? "rows" : "cols"}};
   j["tensors"] = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
-    const engine::MatrixShape m = engine::as_matrix(*r.tensor);
-    nlohmann::ordered_json t = {{"name", r.tensor->name}, {"dtype", std::string(dtype_name(r.tensor->dtype))},
-                                {"shape", r.tensor->shape}, {"rows", m.rows}, {"cols", m.cols}};
-    if (r.error.empty()) {
+    nlohmann::ordered_json t = row_head(*r.tensor, /*matrix=*/true);
+    if (!ended_without_result(t, r.error, nullptr)) {
       t["channels"] = nlohmann::ordered_json::array();
       for (const auto& c : r.channels) t["channels"].push_back(engine::channel_json(c));
-    } else {
-      t["error"] = r.error;
     }
     j["tensors"].push_back(t);
   }

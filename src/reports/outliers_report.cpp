@@ -1,8 +1,5 @@
 #include "reports/outliers_report.h"
 
-#include <chrono>
-
-#include "engine/matrix_shape.h"
 #include "index/analysis_cache.h"
 #include "index/channel_store.h"
 
@@ -18,9 +15,7 @@ Result<OutliersReport> outliers_report(compute::Scheduler& scheduler, const Chec
     Status channels_kept = store.save();
     return kept.ok() ? channels_kept : kept;
   };
-  double total = 0, done = 0;
-  for (const TensorInfo* t : request.tensors) total += static_cast<double>(t->nbytes);
-  const auto start = std::chrono::steady_clock::now();
+  TensorProgress tracker(progress, request.tensors.size(), stored_bytes(request.tensors));
   OutliersReport report;
   for (size_t i = 0; i < request.tensors.size(); ++i) {
     const TensorInfo& t = *request.tensors[i];
@@ -39,12 +34,9 @@ Result<OutliersReport> outliers_report(compute::Scheduler& scheduler, const Chec
       row.error = top.status().message();
     }
     report.rows.push_back(std::move(row));
-    done += static_cast<double>(t.nbytes);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (progress && !progress({i + 1, request.tensors.size(), done, total, t.name, seconds})) {
+    if (!tracker.finished(static_cast<double>(t.nbytes), t.name)) {
       (void)save();  // what is done is kept: the next run starts from it
-      return Status::InvalidArgument("stopped after " + std::to_string(i + 1) + " of " +
-                                     std::to_string(request.tensors.size()) + " tensors (the results are kept)");
+      return tracker.stopped("the results are kept");
     }
   }
   report.kept = save();
@@ -57,14 +49,10 @@ nlohmann::ordered_json outliers_document(const Checkpoint& ckpt, const OutliersR
                               {"rule", {{"magnitude", request.rule.magnitude}, {"robust_z", request.rule.robust_z}}}};
   j["tensors"] = nlohmann::ordered_json::array();
   for (const auto& r : rows) {
-    const engine::MatrixShape m = engine::as_matrix(*r.tensor);
-    nlohmann::ordered_json t = {{"name", r.tensor->name}, {"dtype", std::string(dtype_name(r.tensor->dtype))},
-                                {"shape", r.tensor->shape}, {"rows", m.rows}, {"cols", m.cols}};
-    if (r.error.empty()) {
+    nlohmann::ordered_json t = row_head(*r.tensor, /*matrix=*/true);
+    if (!ended_without_result(t, r.error, nullptr)) {
       t["top_k"] = engine::extremes_json(r.extremes);
       t["outlier_channels"] = engine::outlier_channels_json(r.channels);
-    } else {
-      t["error"] = r.error;
     }
     j["tensors"].push_back(t);
   }

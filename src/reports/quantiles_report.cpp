@@ -1,7 +1,6 @@
 #include "reports/quantiles_report.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "index/analysis_cache.h"
 #include "index/index_builder.h"
@@ -22,16 +21,9 @@ engine::StoredKnowledge stored_knowledge(const index::CurrentEntries* entries, c
 
 nlohmann::ordered_json row_json(const QuantilesRow& r) {
   const TensorInfo& t = *r.tensor;
-  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-                              {"count", t.elements()}};
-  if (!r.error.empty()) {
-    j["error"] = r.error;
-    return j;
-  }
-  if (r.needs_consent) {
-    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
-    return j;
-  }
+  nlohmann::ordered_json j = row_head(t);
+  j["count"] = t.elements();
+  if (ended_without_result(j, r.error, r.needs_consent ? &*r.needs_consent : nullptr)) return j;
   j.update(engine::quantiles_json(r.q, t.dtype));
   j["source"] = r.stored ? "stored" : "computed";
   return j;
@@ -64,9 +56,7 @@ Result<QuantilesReport> quantiles_report(compute::Scheduler& scheduler, const Ch
     row.needs_consent = std::move(plan);
     return engine::Quantiles{};
   };
-  double total = 0, done = 0;
-  for (const TensorInfo* t : request.tensors) total += static_cast<double>(t->nbytes);
-  const auto start = std::chrono::steady_clock::now();
+  TensorProgress tracker(progress, request.tensors.size(), stored_bytes(request.tensors));
   QuantilesReport report;
   for (size_t i = 0; i < request.tensors.size(); ++i) {
     const TensorInfo& t = *request.tensors[i];
@@ -83,12 +73,9 @@ Result<QuantilesReport> quantiles_report(compute::Scheduler& scheduler, const Ch
       if (row.q.rung == engine::kRungExact) cache.put(t.name, key, engine::quantiles_json(row.q, t.dtype));
     }
     report.rows.push_back(std::move(row));
-    done += static_cast<double>(t.nbytes);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (progress && !progress({i + 1, request.tensors.size(), done, total, t.name, seconds})) {
+    if (!tracker.finished(static_cast<double>(t.nbytes), t.name)) {
       (void)cache.save();  // what is done is kept: the next run starts from it
-      return Status::InvalidArgument("stopped after " + std::to_string(i + 1) + " of " +
-                                     std::to_string(request.tensors.size()) + " tensors (the exact results are kept)");
+      return tracker.stopped("the exact results are kept");
     }
   }
   report.kept = cache.save();

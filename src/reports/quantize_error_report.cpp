@@ -1,7 +1,6 @@
 #include "reports/quantize_error_report.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -71,9 +70,7 @@ Result<QuantizeErrorReport> quantize_error_report(compute::Scheduler& scheduler,
       if (wanted(t) && source && (request.all_ranks || t.shape.size() >= 2)) selected.push_back(&t);
     }
   }
-  double total = 0, done = 0;
-  for (const TensorInfo* t : selected) total += static_cast<double>(t->nbytes);
-  const auto start = std::chrono::steady_clock::now();
+  TensorProgress tracker(progress, selected.size(), stored_bytes(selected));
   for (size_t i = 0; i < selected.size(); ++i) {
     const TensorInfo& t = *selected[i];
     if (request.reference != nullptr) {
@@ -92,12 +89,7 @@ Result<QuantizeErrorReport> quantize_error_report(compute::Scheduler& scheduler,
         entries.push_back(std::move(e));
       }
     }
-    done += static_cast<double>(t.nbytes);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (progress && !progress({i + 1, selected.size(), done, total, t.name, seconds})) {
-      return Status::InvalidArgument("stopped after " + std::to_string(i + 1) + " of " + std::to_string(selected.size()) +
-                                     " tensors");
-    }
+    if (!tracker.finished(static_cast<double>(t.nbytes), t.name)) return tracker.stopped("");
   }
   if (entries.empty()) {
     return Status::NotFound(request.reference != nullptr

@@ -1,7 +1,6 @@
 #include "reports/spectrum_report.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "index/analysis_cache.h"
 
@@ -37,8 +36,7 @@ Result<SpectrumReport> spectrum_report(compute::Scheduler& scheduler, const Chec
     work_total += work[i];
   }
   SpectrumReport report;
-  const auto start = std::chrono::steady_clock::now();
-  double work_done = 0;
+  TensorProgress tracker(progress, tensors.size(), work_total);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = *tensors[i];
     SpectrumRow row;
@@ -80,13 +78,9 @@ Result<SpectrumReport> spectrum_report(compute::Scheduler& scheduler, const Chec
       }
     }
     report.rows.push_back(std::move(row));
-    work_done += work[i];
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (progress && !progress({i + 1, tensors.size(), work_done, work_total, t.name, seconds})) {
-      // What is done is kept: the next run starts from it.
-      (void)cache.save();
-      return Status::InvalidArgument("stopped after " + std::to_string(i + 1) + " of " +
-                                     std::to_string(tensors.size()) + " tensors (the exact spectra computed are kept)");
+    if (!tracker.finished(work[i], t.name)) {
+      (void)cache.save();  // what is done is kept: the next run starts from it
+      return tracker.stopped("the exact spectra computed are kept");
     }
   }
   report.kept = cache.save();
@@ -95,15 +89,8 @@ Result<SpectrumReport> spectrum_report(compute::Scheduler& scheduler, const Chec
 
 nlohmann::ordered_json spectrum_row_json(const SpectrumRow& r, uint64_t top) {
   const TensorInfo& t = *r.tensor;
-  nlohmann::ordered_json j = {{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}};
-  if (!r.error.empty()) {
-    j["error"] = r.error;
-    return j;
-  }
-  if (r.needs_consent) {
-    j["needs_consent"] = engine::ladder_plan_json(*r.needs_consent);
-    return j;
-  }
+  nlohmann::ordered_json j = row_head(t);
+  if (ended_without_result(j, r.error, r.needs_consent ? &*r.needs_consent : nullptr)) return j;
   engine::Spectrum shown = r.spectrum;
   if (top > 0 && shown.values.size() > top) {
     shown.values.resize(top);

@@ -285,3 +285,37 @@ def test_diff_and_quantize_error_equal_the_cli(demo, demo_gguf):
         tm.open(demo).quantize_error(types="Q9_9", progress=False)
     with pytest.raises(tm.InvalidArgumentError, match="exactly one of"):
         tm.open(demo).quantize_error(progress=False)
+
+
+SIGINT_SCRIPT = """
+import os, signal, sys, tensormorph as tm
+ckpt = tm.open(sys.argv[1])
+def interrupt_once(done, total, current, seconds, sent=[]):
+    if not sent:
+        sent.append(True)
+        os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C, caught while the library works
+try:
+    ckpt.index(progress=interrupt_once)
+except KeyboardInterrupt:
+    again = ckpt.index(progress=False)
+    assert again["tensors_reused"] + again["tensors_indexed"] == len(ckpt), again
+    print("interrupted and resumed")
+else:
+    print("not interrupted")
+"""
+
+
+def test_a_real_sigint_raises_keyboard_interrupt_and_the_index_stays_usable(tmp_path):
+    path = tmp_path / "mnist.safetensors"
+    path.write_bytes((REAL / "dfdx_mnist.safetensors").read_bytes())
+    done = subprocess.run([sys.executable, "-c", SIGINT_SCRIPT, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "interrupted and resumed", done.stdout + done.stderr
+
+
+def test_progress_true_draws_a_bar_on_stderr(tmp_path, capsys):
+    path = tmp_path / "stories.gguf"
+    path.write_bytes((REAL / "stories260K.gguf").read_bytes())
+    tm.open(path).index(progress=True)
+    err = capsys.readouterr().err
+    assert "indexing" in err and "100%" in err, err
