@@ -51,5 +51,5 @@ def demo(demo_dir):
 
 @pytest.fixture(scope="session")
 def demo_gguf(demo_dir):
-    """The demo's GGUF twin (Q8_0, Q4_K and F16 tensors converted from the set)."""
+    """The demo's GGUF twin (Q8_0, Q4_0 and F32 tensors converted from the set)."""
     return demo_dir / "demo-mixed-quant.gguf"

@@ -319,3 +319,29 @@ def test_progress_true_draws_a_bar_on_stderr(tmp_path, capsys):
     tm.open(path).index(progress=True)
     err = capsys.readouterr().err
     assert "indexing" in err and "100%" in err, err
+
+
+@pytest.mark.parametrize("name", ["dcp_1rank", "dcp_2rank"])
+def test_distributed_checkpoint_tensors_equal_their_consolidated_twins(name):
+    ckpt = tm.open(TESTDATA / "dcp" / name)
+    twin = tm.open(TESTDATA / "dcp" / f"{name}.consolidated.safetensors")
+    assert ckpt.format == "pytorch-dcp"
+    shared = [t for t in ckpt if t.name in twin]
+    assert shared and any(t.chunks > 1 for t in shared) == (name == "dcp_2rank")
+    for t in shared:
+        mine, theirs = t.numpy(), twin[t.name].numpy()
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        assert mine.tobytes() == theirs.tobytes(), t.name
+
+
+def test_quantized_gguf_tensors_decode_as_the_cli_exports(demo_gguf, tmp_path):
+    ckpt = tm.open(demo_gguf)
+    quantized = [t for t in ckpt if t.dtype.startswith("Q")]
+    assert {t.dtype for t in quantized} >= {"Q8_0", "Q4_0"}
+    for t in quantized[:4]:
+        assert not t.zero_copy
+        out = tmp_path / "t.npy"
+        run_cli("export", demo_gguf, "--tensor", t.name, "-o", out)
+        assert np.array_equal(t.numpy(), np.load(out))
+        raw = t.numpy(stored=True)
+        assert raw.dtype == np.uint8 and raw.shape == (t.nbytes,) and not raw.flags.writeable
