@@ -1,6 +1,6 @@
 """Builds the native module of the `tensormorph` package with the project's CMake build (the same
 release configuration as the CLI, so a checkout that built the CLI only links the module), and
-ships it with the GPU backend modules it found beside the CLI."""
+ships it with the GPU backend modules built beside the CLI."""
 
 import shutil
 import subprocess
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         subprocess.run([str(ROOT / "scripts" / "build.sh"), "release", "--python", sys.executable,
-                        "tm_python_package"], check=True, cwd=ROOT)
+                        "tensormorph_python"], check=True, cwd=ROOT)
         built = ROOT / "build" / "release" / "python" / "tensormorph"
         modules = sorted(built.glob("_tensormorph*.so"))
         if not modules:
@@ -24,7 +24,8 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(modules[-1], target)
-        # Backend modules (CUDA, HIP) load from plugins/ beside the native module.
+        # Backend modules (CUDA, HIP) load from plugins/ beside the native module: those the release
+        # build made (scripts/test.sh builds every one this machine can) go with it.
         plugins = ROOT / "build" / "release" / "plugins"
         if plugins.is_dir():
             shutil.copytree(plugins, target.parent / "plugins", dirs_exist_ok=True,

@@ -25,6 +25,7 @@ step() {
 
 step "installing packages" install-deps scripts/install-deps.sh
 step "building tensormorph" build scripts/build.sh release tensormorph
+step "installing the Python package into build/venv" install-python scripts/install-python.sh
 step "building the web UI" build-web scripts/build-web.sh
 echo
 
@@ -58,6 +59,8 @@ What to try first
     $tm outliers $demo_dir --tensor '$unusual' -k 5
     $tm quantize-error $twin --reference $demo_dir
     $tm info $twin
+  In Python (docs/PYTHON.md):
+    build/venv/bin/python -c "import tensormorph as tm; print(tm.open('$demo_dir').stats().to_pandas())"
   Ctrl-C stops the viewer.
 
 EOF

@@ -9,10 +9,8 @@ jobs=$(nproc)
 echo "== release build: the binary, the CUDA and HIP modules, the benchmarks, the conformance test (warnings are errors)"
 scripts/build.sh release -j"$jobs" tm_release_artifacts backend_conformance_test
 
-echo "== Python API: pip install of the checkout, offline, into a virtual environment over Debian's packages; pytest"
-# The release build above already built the native module: pip only copies it (setup.py).
-/usr/bin/python3 -m venv --system-site-packages build/venv  # Debian's Python, whose packages the set-up installed
-build/venv/bin/python -m pip install --no-build-isolation --no-index --quiet .
+echo "== Python API: pip install of the checkout, offline, into build/venv over Debian's packages; pytest"
+scripts/install-python.sh  # the release build above built the native module: pip only copies it
 (cd tests/python && ../../build/venv/bin/python -m pytest -q -p no:cacheprovider)
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
