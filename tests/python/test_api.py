@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tensormorph as tm
-from conftest import REAL, TESTDATA, cli_json, run_cli
+from conftest import REAL, ROOT, TESTDATA, cli_json, run_cli
 
 REAL_FILES = sorted(p for p in REAL.iterdir() if not p.name.endswith(".tmindex"))
 
@@ -345,3 +345,11 @@ def test_quantized_gguf_tensors_decode_as_the_cli_exports(demo_gguf, tmp_path):
         assert np.array_equal(t.numpy(), np.load(out))
         raw = t.numpy(stored=True)
         assert raw.dtype == np.uint8 and raw.shape == (t.nbytes,) and not raw.flags.writeable
+
+
+def test_pytorch_views_keep_their_strides_and_share_their_storage():
+    ckpt = tm.open(ROOT / "tests" / "fixtures" / "pytorch" / "views.pt")
+    base, transposed, col1 = ckpt["base"].numpy(), ckpt["transposed"].numpy(), ckpt["col1"].numpy()
+    assert np.array_equal(transposed, base.T) and np.shares_memory(transposed, base)
+    assert np.array_equal(col1, base[:, 1]) and col1.strides == (16,)
+    assert np.array_equal(ckpt["broadcast"].numpy(), np.broadcast_to(base[2], (2, 4)))
