@@ -11,7 +11,7 @@ PACKAGES=(
   hipcc libamdhip64-dev rocm-device-libs  # builds (not runs) the HIP module; under 0.8 GB with clang-15
   libcpp-httplib-dev libspng-dev          # tensormorph serve: HTTP server, PNG tiles
   liblapacke-dev libopenblas-dev          # spectra: LAPACK on OpenBLAS's threads
-  pybind11-dev python3-dev python3-pip python3-venv python3-setuptools  # the Python package (pip install .)
+  pybind11-dev python3-dev python3-pip python3-venv python3-setuptools python3-wheel  # the Python package (pip install .)
   python3-pytest python3-pandas python3-tqdm                            # its tests; DataFrames and progress bars
   chromium wrk                            # the viewer's browser tests and its load benchmark
   fio time                                # bench/cold_index.sh: the device's best read, peak RSS
