@@ -167,7 +167,13 @@ class Checkpoint:
     """
 
     def __init__(self, native: _native.Checkpoint):
-        self._native = native
+        self._handle: _native.Checkpoint | None = native
+
+    @property
+    def _native(self) -> _native.Checkpoint:
+        if self._handle is None:
+            raise InvalidArgumentError("this checkpoint was closed (its `with` block ended); open it again")
+        return self._handle
 
     @property
     def path(self) -> str:
@@ -223,14 +229,19 @@ class Checkpoint:
         raise KeyError(f"{self.path}: no tensor named {name!r}{hint}")
 
     def __repr__(self) -> str:
+        if self._handle is None:
+            return "<tensormorph.Checkpoint (closed)>"
         return f"<tensormorph.Checkpoint {self.format} {self.path!r}, {len(self)} tensors>"
 
     def __enter__(self) -> "Checkpoint":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # The mappings go with the last tensor view that holds them.
-        self._native = None
+        self.close()
+
+    def close(self) -> None:
+        """Lets the checkpoint go: its files are unmapped once no tensor or array view holds them."""
+        self._handle = None
 
     def _analysis(self, label: str, progress: Progress, errors: str, call: Callable[[Any], dict], *,
                   bytes_: bool = True, explode: str | None = None, consent: Any = _NO_LADDER) -> Report:

@@ -353,3 +353,13 @@ def test_pytorch_views_keep_their_strides_and_share_their_storage():
     assert np.array_equal(transposed, base.T) and np.shares_memory(transposed, base)
     assert np.array_equal(col1, base[:, 1]) and col1.strides == (16,)
     assert np.array_equal(ckpt["broadcast"].numpy(), np.broadcast_to(base[2], (2, 4)))
+
+
+def test_a_closed_checkpoint_says_so_and_its_views_stay_valid():
+    with tm.open(REAL / "dfdx_mnist.safetensors") as ckpt:
+        view = ckpt["0.0.weight"].numpy()
+        first = float(view.ravel()[0])
+    assert "closed" in repr(ckpt)
+    with pytest.raises(tm.InvalidArgumentError, match="closed"):
+        ckpt.stats(progress=False)
+    assert float(view.ravel()[0]) == first
