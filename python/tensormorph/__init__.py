@@ -32,7 +32,7 @@ from ._tensormorph import (
 )
 
 __all__ = [
-    "open", "diff", "Checkpoint", "Tensor", "Report", "NeedsConsent", "last_placements",
+    "open", "diff", "backends", "Checkpoint", "Tensor", "Report", "NeedsConsent", "last_placements",
     "TensormorphError", "FormatError", "NotFoundError", "UnsupportedError", "IoError",
     "ResourceExhaustedError", "InvalidArgumentError",
 ]
@@ -368,3 +368,10 @@ def diff(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | Checkpoint, t
     a = a if isinstance(a, Checkpoint) else open(a)
     b = b if isinstance(b, Checkpoint) else open(b)
     return a.diff(b, tensors, **options)
+
+
+def backends(compute: Compute = None) -> dict:
+    """The compute backends found (tensormorph.backends/1, as ``tensormorph backends --json``): each
+    one's device traits and its support per operation and dtype, the sources that could not load and
+    why, and the constraints in force (the persisted settings, or ``compute``)."""
+    return _native._backends(_compute_spec(compute))

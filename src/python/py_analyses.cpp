@@ -5,6 +5,7 @@
 
 #include "py_bindings.h"
 #include "py_support.h"
+#include "reports/backends_report.h"
 #include "reports/channels_report.h"
 #include "reports/outliers_report.h"
 #include "reports/quantiles_report.h"
@@ -66,6 +67,17 @@ void bind_analyses(py::module_& m) {
   m.def("last_placements", &last_placements,
         "The placement records of this thread's last call that ran operations: backend, why, estimated and "
         "measured time, bytes moved.");
+
+  m.def(
+      "_backends",
+      [](const std::string& compute) {
+        // Its own session, every device opened: traits as `tensormorph backends` shows them.
+        return run_report(py::none(), [&](ProgressRelay&, engine::Records&) -> Result<nlohmann::ordered_json> {
+          TM_ASSIGN_OR_RETURN(auto session, engine::open_default_session(compute, compute::DeviceOpening::kAtLoad));
+          return reports::backends_document(*session);
+        });
+      },
+      py::arg("compute"));
 
   m.def(
       "_index",

@@ -363,3 +363,13 @@ def test_a_closed_checkpoint_says_so_and_its_views_stay_valid():
     with pytest.raises(tm.InvalidArgumentError, match="closed"):
         ckpt.stats(progress=False)
     assert float(view.ravel()[0]) == first
+
+
+def test_backends_equal_the_cli_listing():
+    listing = tm.backends()
+    cli = cli_json("backends", "--json")
+    assert listing["schema"] == "tensormorph.backends/1"
+    assert [b["name"] for b in listing["backends"]] == [b["name"] for b in cli["backends"]]
+    cpu = next(b for b in listing["backends"] if b["name"] == "cpu")
+    assert cpu["capabilities"]["tm.tile_stats@1"]["F32"]["level"] == "full"
+    assert listing["constraints"] == cli["constraints"]
