@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/matrix_shape.h"
+#include "engine/tensor_ops.h"
 #include "formats/dcp/dcp.h"
 #include "formats/safetensors/safetensors.h"
 #include "tensormorph/open.h"
@@ -96,6 +98,47 @@ TEST(Dcp, TwoProcessShardsOnEitherDimensionAssembleToTheirConsolidatedTwin) {
   EXPECT_EQ((*opened)->files().size(), 2u);
   EXPECT_TRUE(dcp::is_dcp_directory(dcp_data("dcp_2rank")));
   EXPECT_FALSE(dcp::is_dcp_directory(testing::testdata_dir() / "dcp"));
+}
+
+TEST(Dcp, RowBandsOfATensorShardedOnDimZeroAreReadFromItsChunksInPlace) {
+  auto opened = open_checkpoint(dcp_data("dcp_2rank"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& checkpoint = **opened;
+  auto twin = safetensors::open_file(dcp_data("dcp_2rank.consolidated.safetensors"));
+  ASSERT_TRUE(twin.ok());
+  for (const char* name : {"model.embed.weight", "model.layers.0.mlp.up.weight", "model.layers.0.attn.q.weight"}) {
+    SCOPED_TRACE(name);
+    const TensorInfo& t = *checkpoint.find(name);
+    ASSERT_EQ(t.chunks.size(), 2u);
+    const bool row_bands = t.chunks[0].sizes[1] == t.shape[1];  // attn.q is sharded on dim 1
+    const uint64_t rows = engine::as_matrix(t).rows;
+    // Where the two row bands meet (or, for column bands, the middle row).
+    const uint64_t boundary = t.chunks[0].start[0] == 0 ? t.chunks[0].sizes[0] : t.chunks[0].start[0];
+    const uint64_t half = row_bands ? boundary : rows / 2;
+    auto expected = (*twin)->tensor_bytes(*(*twin)->find(name));
+    ASSERT_TRUE(expected.ok());
+    const uint64_t row_bytes = expected->size() / rows;
+    // Inside one chunk: a view of that chunk's file; across the two: a copy of just those rows.
+    for (auto [begin, end] : {std::pair<uint64_t, uint64_t>{0, 1}, {half, rows}, {half - 1, half + 1}}) {
+      auto band = engine::matrix_rows(checkpoint, t, begin, end);
+      ASSERT_TRUE(band.ok()) << band.status().to_string();
+      ASSERT_EQ(band->bytes.size(), (end - begin) * row_bytes);
+      EXPECT_EQ(std::memcmp(band->bytes.data(), expected->data() + begin * row_bytes, band->bytes.size()), 0);
+      const bool one_chunk = end <= half || begin >= half;
+      auto first_file = checkpoint.mapped(t.chunks[0].file), second_file = checkpoint.mapped(t.chunks[1].file);
+      ASSERT_TRUE(first_file.ok() && second_file.ok());
+      if (!row_bands) {  // column bands: the tensor is gathered, and the band is a view of that
+        EXPECT_NE(band->keep.get(), first_file->get());
+        EXPECT_NE(band->keep.get(), second_file->get());
+      } else if (one_chunk) {
+        EXPECT_TRUE(band->owned.empty());
+        const bool in_first = t.chunks[0].start[0] == 0 ? end <= half : begin >= half;
+        EXPECT_EQ(band->keep.get(), (in_first ? first_file : second_file)->get());
+      } else {
+        EXPECT_FALSE(band->owned.empty());
+      }
+    }
+  }
 }
 
 TEST(Dcp, AGatheredTensorLastsAsLongAsItsReaders) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "core/dtype_abi.h"
 #include "core/printable.h"
@@ -268,6 +269,64 @@ ExactView exact_view(const TM_ExactSummary& e, DType dtype) {
   return v;
 }
 
+namespace {
+
+// A tensor stored in chunks that each hold whole slices of its leading dimension (a Distributed
+// Checkpoint shard on dim 0) gives any band of its matrix rows from the chunks themselves: in place
+// when one chunk holds the band, copied from the chunks that do otherwise; never gathered whole.
+// nullopt when the chunks are not such row bands (the caller gathers the tensor).
+std::optional<Result<MatrixRows>> rows_from_row_chunks(const Checkpoint& checkpoint, const TensorInfo& tensor,
+                                                      uint64_t row_begin, uint64_t row_end, uint64_t row_bytes) {
+  const MatrixShape m = as_matrix(tensor);
+  if (tensor.chunks.empty() || tensor.shape.size() < 2 || tensor.shape[0] == 0) return std::nullopt;
+  const uint64_t rows_per_slice = m.rows / tensor.shape[0];
+  struct Band {
+    const TensorChunk* chunk;
+    uint64_t first_row, rows;
+  };
+  std::vector<Band> bands;
+  for (const TensorChunk& c : tensor.chunks) {
+    if (!c.strides.empty() || c.start.size() != tensor.shape.size()) return std::nullopt;
+    for (size_t d = 1; d < tensor.shape.size(); ++d) {
+      if (c.start[d] != 0 || c.sizes[d] != tensor.shape[d]) return std::nullopt;
+    }
+    bands.push_back({&c, c.start[0] * rows_per_slice, c.sizes[0] * rows_per_slice});
+  }
+  std::sort(bands.begin(), bands.end(), [](const Band& a, const Band& b) { return a.first_row < b.first_row; });
+  MatrixRows out;
+  std::vector<std::pair<std::span<const std::byte>, std::shared_ptr<const MappedFile>>> pieces;
+  for (const Band& band : bands) {
+    const uint64_t from = std::max(row_begin, band.first_row), to = std::min(row_end, band.first_row + band.rows);
+    if (from >= to) continue;
+    const TensorChunk& c = *band.chunk;
+    auto where = [&] {
+      return checkpoint.files()[c.file].path.string() + ": tensor " + quoted_name(tensor.name) + ", chunk at offset " +
+             std::to_string(c.offset);
+    };
+    if (c.nbytes / row_bytes < band.rows) return Result<MatrixRows>(Status::FormatError(where() + ": shorter than its rows"));
+    auto map = checkpoint.mapped(c.file);
+    if (!map.ok()) return Result<MatrixRows>(map.status());
+    const auto bytes = (*map)->bytes();
+    const uint64_t at = c.offset + (from - band.first_row) * row_bytes, size = (to - from) * row_bytes;
+    if (at > bytes.size() || size > bytes.size() - at) {
+      return Result<MatrixRows>(Status::FormatError(where() + ": reaches past the end of its file"));
+    }
+    pieces.emplace_back(bytes.subspan(at, size), std::move(map).value());
+  }
+  if (pieces.size() == 1) {
+    out.bytes = pieces.front().first;
+    out.keep = std::move(pieces.front().second);
+    return Result<MatrixRows>(std::move(out));
+  }
+  out.owned.reserve((row_end - row_begin) * row_bytes);
+  for (const auto& piece : pieces) out.owned.insert(out.owned.end(), piece.first.begin(), piece.first.end());
+  if (out.owned.size() != (row_end - row_begin) * row_bytes) return std::nullopt;  // the chunks leave a gap: gather
+  out.bytes = out.owned;
+  return Result<MatrixRows>(std::move(out));
+}
+
+}  // namespace
+
 Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t row_begin,
                                uint64_t row_end) {
   MatrixRows out;
@@ -277,6 +336,12 @@ Result<MatrixRows> matrix_rows(const Checkpoint& checkpoint, const TensorInfo& t
            std::to_string(tensor.offset);
   };
   if (row_begin > row_end || row_end > m.rows) return Status::InvalidArgument(where() + ": rows out of range");
+  if (row_begin < row_end && dtype_info(tensor.dtype).block_elems == 1) {
+    TM_ASSIGN_OR_RETURN(const uint64_t chunk_row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
+    if (chunk_row_bytes > 0) {
+      if (auto rows = rows_from_row_chunks(checkpoint, tensor, row_begin, row_end, chunk_row_bytes)) return std::move(*rows);
+    }
+  }
   TM_ASSIGN_OR_RETURN(TensorStorage held, checkpoint.storage(tensor));
   const auto stored = held.map->bytes().subspan(held.offset, tensor.nbytes);
   out.keep = std::move(held.map);
