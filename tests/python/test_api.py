@@ -289,6 +289,9 @@ def test_diff_and_quantize_error_equal_the_cli(demo, demo_gguf):
 
 SIGINT_SCRIPT = """
 import os, signal, sys, tensormorph as tm
+# Python's own Ctrl-C handler, even where the test runner was started with SIGINT ignored (a
+# background job of a shell): Python then leaves SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 ckpt = tm.open(sys.argv[1])
 def interrupt_once(done, total, current, seconds, sent=[]):
     if not sent:
