@@ -71,6 +71,18 @@ py::array stored_view(const TensorHandle& t, const py::dtype& dtype, bool elemen
     shape = {static_cast<py::ssize_t>(t.info->nbytes)};
     strides = {1};
   }
+  // The readers check every view against its storage; a view must never reach past the mapping.
+  uint64_t extent = 0;
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    empty = empty || shape[d] == 0;
+    if (shape[d] > 0) extent += static_cast<uint64_t>(shape[d] - 1) * static_cast<uint64_t>(std::max<py::ssize_t>(strides[d], 0));
+  }
+  extent = empty ? 0 : extent + static_cast<uint64_t>(dtype.itemsize());
+  if (st.offset > st.map->size() || extent > st.map->size() - st.offset) {
+    raise_status(Status::FormatError(location(t) + ": its " + std::to_string(extent) +
+                                     " bytes reach past the end of the file"));
+  }
   auto* keep = new std::shared_ptr<const MappedFile>(std::move(st.map));
   py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<const MappedFile>*>(p); });
   py::array view(dtype, shape, strides, data, owner);
