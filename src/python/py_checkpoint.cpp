@@ -17,11 +17,16 @@ std::optional<py::dtype> native_dtype(DType dtype) {
   if (const auto descr = npy::numpy_descr(dtype)) return py::dtype(std::string(*descr));
   if (dtype == DType::kBF16) {
     // NumPy has no bfloat16; ml_dtypes (JAX's) adds one, viewed in place when it is installed.
-    try {
-      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
-    } catch (py::error_already_set&) {
-      return std::nullopt;
-    }
+    // Looked up once (a failed import searches the whole path again each time); never freed, as
+    // Python may be gone before static destructors run.
+    static const py::object* bfloat16 = [] {
+      try {
+        return new py::object(py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16")));
+      } catch (py::error_already_set&) {
+        return new py::object(py::none());
+      }
+    }();
+    if (!bfloat16->is_none()) return bfloat16->cast<py::dtype>();
   }
   return std::nullopt;
 }
