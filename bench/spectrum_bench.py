@@ -65,10 +65,11 @@ def run_tensormorph(binary, path, compute, rung, plugins, workdir):
     if out.returncode != 0:
         sys.exit(f"tensormorph failed ({out.returncode}): {out.stderr[-2000:]}")
     result = json.loads(out.stdout)
-    placed = {}
+    placed, measured = {}, {}
     for p in result.get("placements", []):
         placed[p["backend"]] = placed.get(p["backend"], 0) + 1
-    print(f"tensormorph placed: {', '.join(f'{n} on {b}' for b, n in sorted(placed.items()))}")
+        measured[p["backend"]] = measured.get(p["backend"], 0.0) + p.get("measured_ms", 0.0) / 1e3
+    print(f"tensormorph placed: {', '.join(f'{n} on {b} ({measured[b]:.1f} s in the operations)' for b, n in sorted(placed.items()))}")
     return seconds, {t["name"]: t for t in result["tensors"]}
 
 

@@ -110,10 +110,27 @@ std::vector<Matrix> test_matrices() {
     for (uint64_t j = 0; j < graded.cols; ++j) graded.v[i * graded.cols + j] *= std::pow(10.0, -12.0 * static_cast<double>(i) / 47);
   }
   out.push_back(std::move(graded));
+  // Wider than one band of the two-stage reduction (64): panels from both sides, a real band.
+  out.push_back(random_matrix("190x150", 190, 150, 11));
+  out.push_back(random_matrix("150x190", 150, 190, 12));
+  Matrix graded_wide = random_matrix("graded 140x160", 140, 160, 13);
+  for (uint64_t j = 0; j < graded_wide.cols; ++j) {
+    for (uint64_t i = 0; i < graded_wide.rows; ++i) graded_wide.v[i * graded_wide.cols + j] *= std::pow(10.0, -12.0 * static_cast<double>(j) / 159);
+  }
+  out.push_back(std::move(graded_wide));
   out.push_back(low_rank_matrix("rank 3 + noise 60x50", 60, 50, {100, 50, 10}, 1e-3, 9));
+  out.push_back(low_rank_matrix("rank 4 + noise 170x130", 170, 130, {30, 20, 5, 1}, 1e-6, 14));
   out.push_back(low_rank_matrix("rank 2 exactly 40x30", 40, 30, {7, 3}, 0, 10));
   out.push_back({"zero 5x4", 5, 4, std::vector<double>(20, 0.0)});
   return out;
+}
+
+Matrix test_matrix(std::string_view label) {
+  for (Matrix& m : test_matrices()) {
+    if (m.label == label) return std::move(m);
+  }
+  ADD_FAILURE() << "no test matrix " << label;
+  return {};
 }
 
 struct Computed {
@@ -153,7 +170,7 @@ TEST(SpectrumOp, SvdAndGramHoldTheirBoundsAgainstALongDoubleJacobiSvd) {
 TEST(SpectrumOp, TheGramBoundIsWeakerForSmallValuesAndStillHolds) {
   // Graded rows: the small singular values are far below eps^(1/2) s_1, where the Gram matrix's
   // eigenvalues lose them; the bound must say so rather than claim the SVD's accuracy.
-  const Matrix graded = test_matrices()[7];
+  const Matrix graded = test_matrix("graded 48x40");
   const std::vector<double> truth = jacobi_singular_values(graded);
   const Computed gram = compute(graded, ops::SpectrumMethod::kGram, truth.size());
   const Computed svd = compute(graded, ops::SpectrumMethod::kSvd, truth.size());
@@ -174,7 +191,7 @@ TEST(SpectrumOp, RandomizedTopKIsBelowTheTruthAndWithinItsAPosterioriBound) {
     }
   }
   // A rank-3 matrix plus small noise: the range finder captures the three and says how well.
-  const Matrix low = test_matrices()[8];
+  const Matrix low = test_matrix("rank 3 + noise 60x50");
   const Computed top = compute(low, ops::SpectrumMethod::kRandomized, 3);
   const std::vector<double> truth = jacobi_singular_values(low);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(top.values[i], truth[i], 1e-3 * truth[i]);

@@ -265,4 +265,8 @@ KernelBlock kernel_block(KernelDType dtype);
 cudaError_t launch_widen_checked(const float* in, double* out, uint64_t n, unsigned long long* first_bad,
                                  cudaStream_t stream);
 
+/// Copies the upper triangle of the column-major n x n block at `in` (leading dimension `ld`) to
+/// `out` (n x n, leading dimension n) and zeros `out` below its diagonal: R of a QR factorization.
+cudaError_t launch_upper_triangle(const double* in, uint64_t ld, double* out, uint64_t n, cudaStream_t stream);
+
 }  // namespace tm_gpu

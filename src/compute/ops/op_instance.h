@@ -145,7 +145,7 @@ inline constexpr uint64_t kSpectrumMaxK = 65536;
 
 /// How singular values are computed: one operation each.
 enum class SpectrumMethod {
-  kSvd,         ///< tm.spectrum@1: Householder bidiagonalization and the bidiagonal QR/dqds (dgesdd)
+  kSvd,         ///< tm.spectrum@1: a Householder reduction to bidiagonal form and its values by dqds
   kGram,        ///< tm.spectrum_gram@1: eigenvalues of the float64 Gram matrix of the smaller side (dsyrk, dsyevd)
   kRandomized,  ///< tm.spectrum_randomized@1: the k largest, by a randomized range finder
 };

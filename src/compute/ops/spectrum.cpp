@@ -45,12 +45,118 @@ Status lapack_status(const char* routine, lapack_int info) {
   return Status::Internal(std::string(routine) + " did not converge (info " + std::to_string(info) + ")");
 }
 
-/// Singular values of the row-major rows x cols matrix `a` (destroyed), descending.
-Status svd_values(std::vector<double>& a, uint64_t rows, uint64_t cols, std::span<double> s) {
-  // Row-major rows x cols is column-major cols x rows, the transpose: the same singular values.
-  const auto n = static_cast<lapack_int>(cols), m = static_cast<lapack_int>(rows);
+/// A column-major m x n matrix with m >= n: `matrix` or its transpose (the same singular values).
+struct TallMatrix {
+  std::vector<double> values;
+  lapack_int m = 0, n = 0;
+};
+
+Result<TallMatrix> decode_tall(const MatrixView& matrix) {
+  TallMatrix t;
+  if (matrix.rows < matrix.cols) {
+    // Row-major rows x cols is already column-major cols x rows.
+    TM_ASSIGN_OR_RETURN(t.values, decode_all(matrix));
+    t.m = static_cast<lapack_int>(matrix.cols);
+    t.n = static_cast<lapack_int>(matrix.rows);
+    return t;
+  }
+  t.m = static_cast<lapack_int>(matrix.rows);
+  t.n = static_cast<lapack_int>(matrix.cols);
+  t.values.resize(matrix.rows * matrix.cols);
+  // Bands of 64 rows, so that each column receives a run of whole cache lines.
+  constexpr uint64_t kBand = 64;
+  std::vector<double> band(kBand * matrix.cols);
+  for (uint64_t first = 0; first < matrix.rows; first += kBand) {
+    const uint64_t count = std::min(kBand, matrix.rows - first);
+    TM_RETURN_IF_ERROR(decode_rows(matrix, first, count, band.data()));
+    for (uint64_t c = 0; c < matrix.cols; ++c) {
+      double* column = t.values.data() + c * matrix.rows + first;
+      for (uint64_t r = 0; r < count; ++r) column[r] = band[r * matrix.cols + c];
+    }
+  }
+  return t;
+}
+
+/// Householder QR of the column-major m x n `a` (m > n) in panels of kQrPanel columns, each
+/// factored recursively (`dgeqrt3`, which also yields its block reflector's T) and applied to the
+/// trailing columns as one block reflector: LAPACK's `dgeqrf` factors panels column by column and
+/// updates with narrower blocks. Returns R, n x n.
+Result<std::vector<double>> triangular_factor(std::vector<double>& a, lapack_int m, lapack_int n) {
+  constexpr lapack_int kQrPanel = 128;
+  std::vector<double> t(static_cast<size_t>(kQrPanel) * kQrPanel);
+  for (lapack_int k = 0; k < n; k += kQrPanel) {
+    const lapack_int w = std::min(kQrPanel, n - k);
+    double* panel = a.data() + static_cast<size_t>(k) * m + k;
+    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, m - k, w, panel, m, t.data(), kQrPanel)));
+    if (k + w == n) break;
+    TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', m - k, n - k - w, w, panel, m,
+                                                              t.data(), kQrPanel, panel + static_cast<size_t>(w) * m, m)));
+  }
+  std::vector<double> r(static_cast<size_t>(n) * n, 0.0);
+  for (lapack_int j = 0; j < n; ++j) std::copy_n(a.data() + static_cast<size_t>(j) * m, j + 1, r.data() + static_cast<size_t>(j) * n);
+  return r;
+}
+
+/// Reduces the column-major n x n `a` to upper band form of width kBandWidth with blocked
+/// Householder reflections from both sides, which are matrix products at near the cores' peak.
+/// Per block of columns: a QR of the panel zeroes it below the diagonal block; then the block
+/// row right of the band, transposed into `row_panel` so that it too is a (contiguous) QR,
+/// is reduced to a lower triangle and its reflector applied to the rows below.
+Status reduce_to_band(std::vector<double>& a, lapack_int n, lapack_int band_width) {
+  std::vector<double> t(static_cast<size_t>(band_width) * band_width), row_panel(static_cast<size_t>(n) * band_width);
+  for (lapack_int k = 0; k < n; k += band_width) {
+    const lapack_int w = std::min(band_width, n - k);
+    double* panel = a.data() + static_cast<size_t>(k) * n + k;
+    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, n - k, w, panel, n, t.data(), band_width)));
+    if (k + w == n) break;
+    const lapack_int cols = n - k - w, reflectors = std::min(w, cols);
+    double* right = panel + static_cast<size_t>(w) * n;
+    TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', n - k, cols, w, panel, n, t.data(),
+                                                              band_width, right, n)));
+    for (lapack_int j = 0; j < cols; ++j) {
+      for (lapack_int i = 0; i < w; ++i) row_panel[static_cast<size_t>(i) * cols + j] = right[static_cast<size_t>(j) * n + i];
+    }
+    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, cols, reflectors, row_panel.data(), cols, t.data(),
+                                                                band_width)));
+    if (w > reflectors) {
+      // Fewer columns than rows remain: the block row's last rows take the reflector too.
+      TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', cols, w - reflectors, reflectors,
+                                                                row_panel.data(), cols, t.data(), band_width,
+                                                                row_panel.data() + static_cast<size_t>(reflectors) * cols, cols)));
+    }
+    TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'R', 'N', 'F', 'C', n - k - w, cols, reflectors,
+                                                              row_panel.data(), cols, t.data(), band_width, right + w, n)));
+    // The block row is now R^T of the transposed panel: lower triangular, zero to its right.
+    for (lapack_int j = 0; j < cols; ++j) {
+      for (lapack_int i = 0; i < w; ++i) {
+        const bool kept = i >= reflectors || j <= i;
+        right[static_cast<size_t>(j) * n + i] = kept ? row_panel[static_cast<size_t>(i) * cols + j] : 0.0;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+/// Singular values (descending) of the column-major n x n `a` (destroyed) in two stages: a band
+/// of width 64 (reduce_to_band), plane rotations from the band to bidiagonal form (`dgbbrd`), and
+/// the bidiagonal's values by `dbdsqr` (dqds). LAPACK's one-stage `dgebrd`, which `dgesdd` calls,
+/// spends half its operations in matrix-vector products bound by memory. Every step is
+/// orthogonal, so the result is backward stable as `dgesdd`'s is.
+Status two_stage_values(std::vector<double>& a, lapack_int n, std::span<double> s) {
+  constexpr lapack_int kBandWidth = 64;
+  TM_RETURN_IF_ERROR(reduce_to_band(a, n, kBandWidth));
+  const lapack_int ku = std::min(kBandWidth, n - 1), ldab = ku + 1;
+  std::vector<double> band(static_cast<size_t>(ldab) * n, 0.0);
+  for (lapack_int j = 0; j < n; ++j) {
+    for (lapack_int i = std::max(0, j - ku); i <= j; ++i) band[static_cast<size_t>(j) * ldab + ku + i - j] = a[static_cast<size_t>(j) * n + i];
+  }
+  a = {};
+  std::vector<double> off_diagonal(static_cast<size_t>(n));
   double unused = 0;
-  return lapack_status("dgesdd", LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', n, m, a.data(), n, s.data(), &unused, 1, &unused, 1));
+  TM_RETURN_IF_ERROR(lapack_status("dgbbrd", LAPACKE_dgbbrd(LAPACK_COL_MAJOR, 'N', n, n, 0, 0, ku, band.data(), ldab, s.data(),
+                                                            off_diagonal.data(), &unused, 1, &unused, 1, &unused, 1)));
+  return lapack_status("dbdsqr", LAPACKE_dbdsqr(LAPACK_COL_MAJOR, 'U', n, 0, 0, 0, s.data(), off_diagonal.data(), &unused, 1,
+                                                &unused, 1, &unused, 1));
 }
 
 /// Overwrites the row-major r x c matrix `q` (r >= c) with an orthonormal basis of its columns.
@@ -62,8 +168,16 @@ Status orthonormalize(std::vector<double>& q, uint64_t r, uint64_t c) {
 }
 
 Status svd_spectrum(const MatrixView& matrix, std::span<double> values, std::span<double> bounds) {
-  TM_ASSIGN_OR_RETURN(auto a, decode_all(matrix));
-  TM_RETURN_IF_ERROR(svd_values(a, matrix.rows, matrix.cols, values));
+  TM_ASSIGN_OR_RETURN(TallMatrix tall, decode_tall(matrix));
+  std::vector<double> square;
+  if (tall.m > tall.n) {
+    // The singular values of A = QR are R's.
+    TM_ASSIGN_OR_RETURN(square, triangular_factor(tall.values, tall.m, tall.n));
+    tall.values = {};
+  } else {
+    square = std::move(tall.values);
+  }
+  TM_RETURN_IF_ERROR(two_stage_values(square, tall.n, values));
   std::fill(bounds.begin(), bounds.end(), svd_value_bound(matrix.rows, matrix.cols, values[0]));
   return Status::Ok();
 }

@@ -40,9 +40,9 @@ double spectrum_flops(SpectrumMethod method, uint64_t rows, uint64_t cols, uint6
 }
 
 uint64_t spectrum_working_bytes(SpectrumMethod method, uint64_t rows, uint64_t cols, uint64_t k) {
-  const uint64_t p = std::min(rows, cols), q = std::max(rows, cols);
+  const uint64_t p = std::min(rows, cols);
   switch (method) {
-    case SpectrumMethod::kSvd: return 8 * (rows * cols + p * p + 8 * q);
+    case SpectrumMethod::kSvd: return 8 * (rows * cols + p * p + 130 * p + 128 * 128 + 64 * cols);  // A, R, a row panel and the band, T, a decode band
     case SpectrumMethod::kGram:
       return 8 * (p * p + p) + (cols <= rows ? 8 * std::min(rows, spectrum_band_rows(cols)) * cols : 8 * rows * cols);
     case SpectrumMethod::kRandomized: {
