@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/compute_session.h"
 #include "engine/matrix_shape.h"
 #include "engine/tensor_ops.h"
 #include "formats/dcp/dcp.h"
@@ -138,6 +139,32 @@ TEST(Dcp, RowBandsOfATensorShardedOnDimZeroAreReadFromItsChunksInPlace) {
         EXPECT_FALSE(band->owned.empty());
       }
     }
+  }
+}
+
+TEST(Dcp, TileStatisticsReadEachBandFromTheChunksAndEqualTheTwins) {
+  auto opened = open_checkpoint(dcp_data("dcp_2rank"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& checkpoint = **opened;
+  auto twin = safetensors::open_file(dcp_data("dcp_2rank.consolidated.safetensors"));
+  ASSERT_TRUE(twin.ok());
+  auto session = engine::ComputeSession::open(engine::SessionOptions{});
+  ASSERT_TRUE(session.ok()) << session.status().to_string();
+  for (const char* name : {"model.embed.weight", "model.layers.0.mlp.up.weight", "model.layers.0.attn.q.weight"}) {
+    SCOPED_TRACE(name);
+    const TensorInfo& t = *checkpoint.find(name);
+    ASSERT_EQ(t.chunks.size(), 2u);
+    // No one extent: planning one would gather the whole tensor before its turn (an index plans
+    // every tensor's extent up front, so every sharded tensor would be held at once).
+    auto extent = engine::tile_stats_extent(checkpoint, t, 8);
+    ASSERT_TRUE(extent.ok()) << extent.status().to_string();
+    EXPECT_FALSE(extent->has_value());
+    auto sharded = engine::tensor_tile_stats((*session)->scheduler(), checkpoint, t, 8);
+    auto whole = engine::tensor_tile_stats((*session)->scheduler(), **twin, *(*twin)->find(name), 8);
+    ASSERT_TRUE(sharded.ok()) << sharded.status().to_string();
+    ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+    ASSERT_EQ(sharded->tiles.size(), whole->tiles.size());
+    EXPECT_EQ(std::memcmp(sharded->tiles.data(), whole->tiles.data(), whole->tiles.size() * sizeof(TM_TileStats)), 0);
   }
 }
 

@@ -61,7 +61,8 @@ uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, u
 
 Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint, const TensorInfo& tensor,
                                                     uint32_t tile) {
-  if (tensor.elements() == 0 || !tensor.contiguous()) return std::optional<ReadExtent>();
+  // A tensor in chunks has no one extent; planning it would gather it (tensor_tile_stats reads its bands).
+  if (tensor.elements() == 0 || !tensor.contiguous() || !tensor.chunks.empty()) return std::optional<ReadExtent>();
   const MatrixShape m = as_matrix(tensor);
   TM_ASSIGN_OR_RETURN(TensorStorage storage, checkpoint.storage(tensor));
   TM_ASSIGN_OR_RETURN(const uint64_t need, dtype_storage_bytes(tensor.dtype, tensor.elements()));
@@ -141,12 +142,13 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     if (band_done) band_done(rows * row_bytes);
     return Status::Ok();
   };
-  if (!tensor.contiguous()) {
-    // A strided view: gathered from the mapping into one copy, then banded like any other.
-    TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
+  if (!tensor.contiguous() || !tensor.chunks.empty()) {
+    // A strided view or a tensor stored in chunks: each band's rows on their own (matrix_rows: in
+    // place where one row-band chunk holds them), so the whole tensor is never copied for its bands.
     for (uint64_t r0 = 0; r0 < m.rows; r0 += band_rows) {
       const uint64_t rows = std::min(band_rows, m.rows - r0);
-      TM_RETURN_IF_ERROR(run_band(data.bytes.subspan(r0 * row_bytes, rows * row_bytes), r0, rows, 0));
+      TM_ASSIGN_OR_RETURN(const MatrixRows band, matrix_rows(checkpoint, tensor, r0, r0 + rows));
+      TM_RETURN_IF_ERROR(run_band(band.bytes, r0, rows, 0));
     }
     return level;
   }

@@ -45,8 +45,8 @@ using BandDone = std::function<void(uint64_t bytes)>;
 
 /// The stored bytes tile statistics read for `tensor` at `tile`, as one extent in bands of whole
 /// tile rows (one scheduled operation each); nullopt when there is nothing to read or the bytes are
-/// not one run (a strided view is gathered from the mapping instead). FORMAT_ERROR naming the file,
-/// tensor and offset when the storage is shorter than the shape.
+/// not one run (a strided view or a tensor in chunks: tensor_tile_stats reads it band by band).
+/// FORMAT_ERROR naming the file, tensor and offset when the storage is shorter than the shape.
 Result<std::optional<ReadExtent>> tile_stats_extent(const Checkpoint& checkpoint, const TensorInfo& tensor,
                                                     uint32_t tile);
 
