@@ -4,6 +4,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-numpy
+  lld                                     # LLVM's linker (scripts/build.sh): links in a fraction of GNU ld's time
   clang                                   # the libFuzzer targets (fuzz/, scripts/fuzz.sh)
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtbb-dev libhwy-dev libxxhash-dev libzstd-dev zlib1g-dev
