@@ -86,6 +86,44 @@ TEST(DeepSpeed, Zero3ParametersAreEachCutIntoOnePiecePerRank) {
   EXPECT_TRUE(ckpt.find("d.scale")->chunks.empty());    // one element: rank 1 holds only padding
 }
 
+TEST(DeepSpeed, Zero3FrozenParametersAreCutFromEveryRanksModelStates) {
+  auto opened = open_checkpoint(fixture("zero3/global_step3"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  // The two frozen float16 parameters are in zero3.expected.json (checked bytes and all above);
+  // rank 1's model states join the files they are read from.
+  ASSERT_EQ(ckpt.files().size(), 4u);
+  EXPECT_EQ(ckpt.files()[3].path.filename(), "zero_pp_rank_1_mp_rank_00_model_states.pt");
+  const TensorInfo* embed = ckpt.find("frozen.embed");
+  ASSERT_NE(embed, nullptr);
+  EXPECT_EQ(embed->dtype, DType::kF16);
+  ASSERT_EQ(embed->chunks.size(), 4u);  // [0, 5) from rank 0, [5, 9) from rank 1: two blocks each
+  EXPECT_EQ(embed->chunks[2].start, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(embed->chunks[2].file, 3u);
+  const TensorInfo* gain = ckpt.find("frozen.gain");
+  ASSERT_NE(gain, nullptr);
+  EXPECT_TRUE(gain->chunks.empty());  // rank 0's part holds it whole: mapped in place
+  EXPECT_EQ(gain->file, 0u);
+
+  // A rank's model states missing, or its fragment of the wrong length: errors naming the file.
+  testing::TempDir temp;
+  const fs::path copy = temp / "zero3";
+  fs::copy(fixture("zero3"), copy, fs::copy_options::recursive);
+  const fs::path rank1 = copy / "global_step3" / "zero_pp_rank_1_mp_rank_00_model_states.pt";
+  fs::rename(rank1, temp / "aside.pt");
+  auto missing = open_checkpoint(copy / "global_step3");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("rank 1's model states (zero_pp_rank_1_mp_rank_00_model_states.pt) are missing"),
+            std::string::npos)
+      << missing.status().to_string();
+  fs::copy_file(fixture("zero3/global_step3/zero_pp_rank_0_mp_rank_00_optim_states.pt"), rank1);  // no fragments at all
+  auto wrong = open_checkpoint(copy / "global_step3");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("zero_pp_rank_1_mp_rank_00_model_states.pt: frozen_param_fragments has no 'frozen.embed'"),
+            std::string::npos)
+      << wrong.status().to_string();
+}
+
 TEST(DeepSpeed, InfoListsEachParametersPiecesAndTheFlatLayout) {
   const testing::CliResult info = testing::run_cli({"info", fixture("zero2").string()});
   EXPECT_EQ(info.exit_code, 0) << info.err;

@@ -178,32 +178,55 @@ void cut_range(const std::vector<uint64_t>& shape, size_t dim, std::vector<uint6
 }
 
 /// The parameter as a tensor over its pieces: in place when one piece holds it all, else in blocks.
-TensorInfo parameter_tensor(const ParamShape& param, const std::vector<Piece>& pieces,
-                            const std::vector<std::vector<TensorInfo>>& flat /* [rank][group] */) {
+/// A run of a parameter's elements in a 1-D source tensor: elements [first, first + count) of
+/// `source` are elements [at, at + count) of the parameter (row-major).
+struct Run {
+  const TensorInfo* source = nullptr;
+  uint64_t first = 0;
+  uint64_t count = 0;
+  uint64_t at = 0;
+};
+
+/// The parameter `param` of `dtype` made of `runs` (in order): mapped in place when one run holds
+/// it, otherwise chunks, each one run of the row-major order within one source.
+TensorInfo assembled_tensor(const ParamShape& param, DType dtype, const std::vector<Run>& runs) {
+  const uint64_t element_bytes = dtype_info(dtype).block_bytes;
   TensorInfo t;
   t.name = param.name;
-  t.dtype = DType::kF32;
+  t.dtype = dtype;
   t.shape = param.shape;
-  t.nbytes = param.elements * kF32;
-  const TensorInfo& home = pieces.empty() ? flat[0][0] : flat[pieces[0].rank][pieces[0].group];
-  t.file = home.file;
-  t.offset = home.offset + (pieces.empty() ? 0 : pieces[0].first * kF32);
-  if (pieces.size() <= 1) return t;
-  for (const Piece& piece : pieces) {
-    const TensorInfo& source = flat[piece.rank][piece.group];
+  t.nbytes = param.elements * element_bytes;
+  if (runs.empty()) return t;
+  t.file = runs[0].source->file;
+  t.offset = runs[0].source->offset + runs[0].first * element_bytes;
+  if (runs.size() == 1) return t;
+  for (const Run& run : runs) {
     std::vector<uint64_t> start(param.shape.size(), 0);
-    cut_range(param.shape, 0, start, 0, piece.at, piece.at + piece.count,
+    cut_range(param.shape, 0, start, 0, run.at, run.at + run.count,
               [&](const std::vector<uint64_t>& block_start, const std::vector<uint64_t>& sizes, uint64_t first) {
                 uint64_t count = 1;
-                for (uint64_t s : sizes) count *= s;
+                for (uint64_t size : sizes) count *= size;
                 TensorChunk chunk;
                 chunk.start = block_start;
                 chunk.sizes = sizes;
-                chunk.file = source.file;
-                chunk.offset = source.offset + (piece.first + (first - piece.at)) * kF32;
-                chunk.nbytes = count * kF32;
+                chunk.file = run.source->file;
+                chunk.offset = run.source->offset + (run.first + (first - run.at)) * element_bytes;
+                chunk.nbytes = count * element_bytes;
                 t.chunks.push_back(std::move(chunk));
               });
+  }
+  return t;
+}
+
+/// An optimizer-held parameter: its pieces of the ranks' flat fp32 groups.
+TensorInfo parameter_tensor(const ParamShape& param, const std::vector<Piece>& pieces,
+                            const std::vector<std::vector<TensorInfo>>& flat /* [rank][group] */) {
+  std::vector<Run> runs;
+  for (const Piece& piece : pieces) runs.push_back({&flat[piece.rank][piece.group], piece.first, piece.count, piece.at});
+  TensorInfo t = assembled_tensor(param, DType::kF32, runs);
+  if (runs.empty()) {
+    t.file = flat[0][0].file;
+    t.offset = flat[0][0].offset;
   }
   return t;
 }
@@ -229,6 +252,65 @@ nlohmann::ordered_json describe_pieces(const std::vector<Piece>& pieces, const s
                    " = elements [" + std::to_string(p.at) + ", " + std::to_string(p.at + p.count) + ")");
   }
   return list;
+}
+
+/// ZeRO-3's frozen parameters, as zero_to_fp32 reassembles them: every rank's model states hold
+/// ceil(numel / world size) elements of each (`frozen_param_fragments`, in the parameter's dtype,
+/// the last rank's zero-padded), rank 0's part first. Rank 0's archive is `rank0`, file 0; the
+/// other ranks' archives are appended to `files`. Each parameter's pieces go to `metadata`.
+Result<std::vector<TensorInfo>> zero3_frozen_parameters(const fs::path& tag, const std::vector<ParamShape>& frozen, const Checkpoint& rank0,
+                                                        uint64_t ranks, std::vector<SourceFile>& files,
+                                                        std::vector<MetadataEntry>& metadata) {
+  std::vector<std::unique_ptr<Checkpoint>> others;
+  std::vector<const Checkpoint*> states = {&rank0};
+  std::vector<uint32_t> file_of = {0};
+  for (uint64_t r = 1; r < ranks; ++r) {
+    const fs::path path = tag / (std::string(kOptimHead) + std::to_string(r) + "_mp_rank_00_model_states.pt");
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+      return Status::NotFound(tag.string() + ": data-parallel rank " + std::to_string(r) + "'s model states (" + path.filename().string() +
+                              ") are missing; they hold its part of the frozen parameters (first " + quoted_name(frozen[0].name) + ")");
+    }
+    TM_ASSIGN_OR_RETURN(auto archive, pytorch::open_file(path));
+    file_of.push_back(static_cast<uint32_t>(files.size()));
+    files.push_back({path, archive->files()[0].size});
+    states.push_back(archive.get());
+    others.push_back(std::move(archive));
+  }
+  std::vector<TensorInfo> out;
+  for (const ParamShape& param : frozen) {
+    const uint64_t part = (param.elements + ranks - 1) / ranks;
+    std::vector<TensorInfo> fragments;  // located in this checkpoint's files
+    std::vector<Run> runs;
+    nlohmann::ordered_json pieces = nlohmann::ordered_json::array();
+    for (uint64_t r = 0; r < ranks; ++r) {
+      const fs::path& path = files[file_of[r]].path;
+      const TensorInfo* fragment = states[r]->find("frozen_param_fragments." + param.name);
+      if (fragment == nullptr) {
+        return Status::FormatError(path.string() + ": frozen_param_fragments has no " + quoted_name(param.name) +
+                                   ", which frozen_param_shapes lists");
+      }
+      const auto where = [&] { return path.string() + ": frozen_param_fragments " + quoted_name(param.name) + " at offset " + std::to_string(fragment->offset); };
+      if (fragment->shape.size() != 1 || fragment->shape[0] != part || !fragment->contiguous() || !fragment->chunks.empty()) {
+        return Status::FormatError(where() + " is " + fragment->shape_string() + ", not the [" + std::to_string(part) + "] elements of " +
+                                   "ceil(" + std::to_string(param.elements) + " / " + std::to_string(ranks) + ") a rank holds");
+      }
+      if (dtype_info(fragment->dtype).block_elems != 1 || (r > 0 && fragment->dtype != fragments[0].dtype)) {
+        return Status::FormatError(where() + " is " + std::string(dtype_name(fragment->dtype)) + (r > 0 ? ", but rank 0's is " + std::string(dtype_name(fragments[0].dtype)) : ""));
+      }
+      fragments.push_back(*fragment);
+      fragments.back().file = file_of[r];
+    }
+    for (uint64_t r = 0; r < ranks && r * part < param.elements; ++r) {
+      const uint64_t count = std::min(part, param.elements - r * part);
+      runs.push_back({&fragments[r], 0, count, r * part});
+      pieces.push_back(files[file_of[r]].path.filename().string() + " frozen_param_fragments elements [0, " + std::to_string(count) + ") at byte " +
+                       std::to_string(fragments[r].offset) + " = elements [" + std::to_string(r * part) + ", " + std::to_string(r * part + count) + ")");
+    }
+    out.push_back(assembled_tensor(param, fragments[0].dtype, runs));
+    metadata.push_back({"deepspeed.pieces." + param.name, "array<string>", pieces});
+  }
+  return out;
 }
 
 std::string list_text(const std::vector<uint64_t>& values) {
@@ -398,20 +480,35 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
                     "cut into ceil(numel / " + std::to_string(ranks) + ") elements per rank, " + std::to_string(padding_total) + " padding");
   }
 
-  // The model-states archive's own tensors: frozen parameters (ZeRO-1/2 keep them whole), buffers
-  // and anything else of `module` that the optimizer does not hold.
-  std::set<std::string> frozen(model.frozen.begin(), model.frozen.end());
+  // Frozen parameters: whole in the model states under ZeRO-1/2, one part per rank's model states
+  // under ZeRO-3. Then the model-states archive's own tensors: buffers and anything else of
+  // `module` that the optimizer does not hold.
+  std::set<std::string> frozen;
+  for (const ParamShape& param : model.frozen) frozen.insert(param.name);
   uint64_t half_copies = 0;
   std::vector<std::string> unread_frozen;
-  for (const std::string& name : model.frozen) {
-    const TensorInfo* fragment = stage <= 2 ? model_archive->find("frozen_param_fragments." + name) : nullptr;
-    if (fragment == nullptr || !names.insert(name).second) {
-      unread_frozen.push_back(name);
-      continue;
+  if (stage <= 2) {
+    for (const ParamShape& param : model.frozen) {
+      const TensorInfo* fragment = model_archive->find("frozen_param_fragments." + param.name);
+      if (fragment == nullptr || !names.insert(param.name).second) {
+        unread_frozen.push_back(param.name);
+        continue;
+      }
+      TensorInfo copy = *fragment;
+      copy.name = param.name;
+      tensors.push_back(std::move(copy));
     }
-    TensorInfo copy = *fragment;
-    copy.name = name;
-    tensors.push_back(std::move(copy));
+  } else if (!model.frozen.empty()) {
+    TM_ASSIGN_OR_RETURN(auto parts, zero3_frozen_parameters(tag, model.frozen, *model_archive, ranks, files, metadata));
+    for (TensorInfo& t : parts) {
+      if (!names.insert(t.name).second) {
+        return Status::FormatError(model_path.string() + ": frozen_param_shapes lists " + quoted_name(t.name) + ", which param_shapes lists too");
+      }
+      (t.chunks.empty() ? in_place : gathered) += 1;
+      tensors.push_back(std::move(t));
+    }
+    notes.push_back(std::to_string(parts.size()) + " frozen parameters, each cut into ceil(numel / " + std::to_string(ranks) +
+                    ") elements of every rank's model states (frozen_param_fragments)");
   }
   constexpr std::string_view kModule = "module.";
   for (const TensorInfo& t : model_archive->tensors()) {
@@ -441,7 +538,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
   }
   if (!unread_frozen.empty()) {
     notes.push_back(std::to_string(unread_frozen.size()) + " frozen parameters (first " + quoted_name(unread_frozen[0]) +
-                    ") are not listed: " + (stage == 3 ? "ZeRO-3 partitions them per rank" : "no frozen_param_fragments tensor holds them"));
+                    ") are not listed: no frozen_param_fragments tensor holds them");
   }
   notes.push_back("optimizer moments (the ranks' base optimizer states) are not listed");
   facts.insert(facts.begin(), {{"deepspeed.zero_stage", stage, std::nullopt},

@@ -88,7 +88,13 @@ Result<ModelStates> read_model_states(const fs::path& path) {
   }
   if (const PickleValue* frozen = root->get("frozen_param_shapes"); frozen != nullptr && frozen->kind == PickleKind::kDict) {
     for (const auto& [key, value] : frozen->entries) {
-      if (key->kind == PickleKind::kString) states.frozen.push_back(key->text);
+      if (key->kind != PickleKind::kString) return value_error(path, key, "frozen_param_shapes has a key that is not a name");
+      const auto shape = shape_of(value);
+      if (!shape) {
+        return value_error(path, value, "frozen_param_shapes, parameter " + quoted_name(key->text) +
+                                            ": not a torch.Size of at most 2^50 elements");
+      }
+      states.frozen.push_back({key->text, *shape, product(*shape)});
     }
   }
   if (const PickleValue* shared = root->get("shared_params"); shared != nullptr && shared->kind == PickleKind::kDict) {

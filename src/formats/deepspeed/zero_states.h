@@ -23,7 +23,7 @@ struct ParamShape {
 /// The model-states archive's description of the parameters.
 struct ModelStates {
   std::vector<std::vector<ParamShape>> groups;                 ///< param_shapes, per optimizer param group
-  std::vector<std::string> frozen;                             ///< frozen_param_shapes' names
+  std::vector<ParamShape> frozen;                              ///< frozen_param_shapes, in order
   std::vector<std::pair<std::string, std::string>> shared;     ///< shared_params: (alias, the parameter it shares)
   std::string ds_version;                                      ///< "" when absent
 };
