@@ -7,7 +7,8 @@
 
 namespace tensormorph::compute {
 
-/// Entry points of the built-in backends, in build order.
+/// Entry points of the built-in backends, in build order: the host's own backend first,
+/// as the build registers it first; load_backends opens it at load whatever the opening policy.
 std::span<const TM_PluginGetApiFn> builtin_backend_entry_points();
 
 }  // namespace tensormorph::compute

@@ -136,15 +136,18 @@ void load_plugin_library(const std::filesystem::path& path, BackendSet& into, De
 BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
                          const std::vector<std::filesystem::path>& search_path, DeviceOpening opening) {
   BackendSet set;
-  for (TM_PluginGetApiFn entry : builtins) {
-    const TM_PluginApi* api = entry(TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
+  for (size_t i = 0; i < builtins.size(); ++i) {
+    const TM_PluginApi* api = builtins[i](TM_PLUGIN_ABI_MAJOR, TM_PLUGIN_ABI_MINOR);
     BackendLoadReport report;
     if (api == nullptr) {
       report.detail = "built-in backend returned no function table";
       set.reports.push_back(report);
       continue;
     }
-    add_devices(api, BackendOrigin{true, ""}, nullptr, set, report, DeviceOpening::kAtLoad);
+    // The first built-in is the host's own backend, which every operation can fall back to: open
+    // from the start. The others open as plugins' devices do, so that a command that places no
+    // work on them does not pay for their start-up (a device runtime's instance, device, kernels).
+    add_devices(api, BackendOrigin{true, ""}, nullptr, set, report, i == 0 ? DeviceOpening::kAtLoad : opening);
   }
   for (const auto& dir : search_path) {
     std::error_code ec;

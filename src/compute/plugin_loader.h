@@ -40,7 +40,8 @@ std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::str
 /// Loads the built-in backends (their entry points), then every `*.so` found in `search_path`
 /// (each directory sorted by name). A plugin whose ABI major differs from the host's is refused
 /// before any other function runs.
-/// Built-in backends always open at load (they are cheap to open: no device runtime).
+/// The first built-in backend (the host's own) always opens at load; the other built-ins follow
+/// `opening` like plugins (a device runtime's start-up: an instance, a device, its kernels).
 BackendSet load_backends(std::span<const TM_PluginGetApiFn> builtins,
                          const std::vector<std::filesystem::path>& search_path,
                          DeviceOpening opening = DeviceOpening::kAtLoad);
