@@ -224,6 +224,9 @@ TM_Error* device_traits(TM_Backend* backend, TM_DeviceTraits* out) {
   });
 }
 
+/// Whether the operation's second input is values too (the radix histogram's is its U64 prefixes).
+bool compares_two_tensors(ops::CoreOp kind) { return kind == ops::CoreOp::kDiffStats || kind == ops::CoreOp::kSubtract; }
+
 TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* out) {
   return ops::guard_plugin_call("query", [&] {
     TM_RETURN_IF_ERROR(require(backend != nullptr && query_in != nullptr && out != nullptr, "backend, query or out"));
@@ -252,7 +255,7 @@ TM_Error* query(TM_Backend* backend, const TM_OpQuery* query_in, TM_OpSupport* o
     } else if (!kernel_dtype_supported(*dtype)) {
       reason = std::string("webgpu implements ") + q.op + " for " + kImplemented + " only, not " +
                std::string(dtype_name(*dtype));
-    } else if (const auto second = q.input_count > 1 ? from_abi_dtype(q.input_dtypes[1]) : dtype;
+    } else if (const auto second = q.input_count > 1 && compares_two_tensors(*kind) ? from_abi_dtype(q.input_dtypes[1]) : dtype;
                !second || !kernel_dtype_supported(*second)) {
       reason = std::string("webgpu implements ") + q.op + " for " + kImplemented + " only, not " +
                (second ? std::string(dtype_name(*second)) : "dtype id " + std::to_string(static_cast<int>(q.input_dtypes[1]))) +
