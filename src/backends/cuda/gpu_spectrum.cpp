@@ -248,7 +248,6 @@ Status reduce_to_triangle(GpuBackend& b, const Handles& h, TallView& v) {
   if (status != 0) return Status::Internal("cusolverDnDgeqrf rejected argument " + std::to_string(-status));
   TM_ASSIGN_OR_RETURN(DeviceBlock r, device_block(b, p * p * 8));
   TM_RETURN_IF_ERROR(b.check(tm_gpu::launch_upper_triangle(v.data, v.rows, r.as<double>(), p, b.compute_stream()), "taking R"));
-  v.transposed.reset();
   v.transposed.emplace(std::move(r));
   v.data = v.transposed->as<double>();
   v.rows = p;

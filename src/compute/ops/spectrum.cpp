@@ -77,6 +77,17 @@ Result<TallMatrix> decode_tall(const MatrixView& matrix) {
   return t;
 }
 
+/// Factors the column-major `rows` x `width` panel at `panel` (leading dimension `ld`) by a
+/// recursive Householder QR (`dgeqrt3`, which also yields its block reflector's T, into `t`) and
+/// applies Q^T to the `trailing` columns right of it as one block reflector (`dlarfb`).
+Status factor_panel(double* panel, lapack_int ld, lapack_int rows, lapack_int width, lapack_int trailing, std::vector<double>& t,
+                    lapack_int ldt) {
+  TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, rows, width, panel, ld, t.data(), ldt)));
+  if (trailing == 0) return Status::Ok();
+  return lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', rows, trailing, width, panel, ld, t.data(), ldt,
+                                                panel + static_cast<size_t>(width) * ld, ld));
+}
+
 /// Householder QR of the column-major m x n `a` (m > n) in panels of kQrPanel columns, each
 /// factored recursively (`dgeqrt3`, which also yields its block reflector's T) and applied to the
 /// trailing columns as one block reflector: LAPACK's `dgeqrf` factors panels column by column and
@@ -86,18 +97,14 @@ Result<std::vector<double>> triangular_factor(std::vector<double>& a, lapack_int
   std::vector<double> t(static_cast<size_t>(kQrPanel) * kQrPanel);
   for (lapack_int k = 0; k < n; k += kQrPanel) {
     const lapack_int w = std::min(kQrPanel, n - k);
-    double* panel = a.data() + static_cast<size_t>(k) * m + k;
-    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, m - k, w, panel, m, t.data(), kQrPanel)));
-    if (k + w == n) break;
-    TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', m - k, n - k - w, w, panel, m,
-                                                              t.data(), kQrPanel, panel + static_cast<size_t>(w) * m, m)));
+    TM_RETURN_IF_ERROR(factor_panel(a.data() + static_cast<size_t>(k) * m + k, m, m - k, w, n - k - w, t, kQrPanel));
   }
   std::vector<double> r(static_cast<size_t>(n) * n, 0.0);
   for (lapack_int j = 0; j < n; ++j) std::copy_n(a.data() + static_cast<size_t>(j) * m, j + 1, r.data() + static_cast<size_t>(j) * n);
   return r;
 }
 
-/// Reduces the column-major n x n `a` to upper band form of width kBandWidth with blocked
+/// Reduces the column-major n x n `a` to upper band form of width `band_width` with blocked
 /// Householder reflections from both sides, which are matrix products at near the cores' peak.
 /// Per block of columns: a QR of the panel zeroes it below the diagonal block; then the block
 /// row right of the band, transposed into `row_panel` so that it too is a (contiguous) QR,
@@ -106,24 +113,16 @@ Status reduce_to_band(std::vector<double>& a, lapack_int n, lapack_int band_widt
   std::vector<double> t(static_cast<size_t>(band_width) * band_width), row_panel(static_cast<size_t>(n) * band_width);
   for (lapack_int k = 0; k < n; k += band_width) {
     const lapack_int w = std::min(band_width, n - k);
-    double* panel = a.data() + static_cast<size_t>(k) * n + k;
-    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, n - k, w, panel, n, t.data(), band_width)));
-    if (k + w == n) break;
     const lapack_int cols = n - k - w, reflectors = std::min(w, cols);
+    double* panel = a.data() + static_cast<size_t>(k) * n + k;
+    TM_RETURN_IF_ERROR(factor_panel(panel, n, n - k, w, cols, t, band_width));
+    if (cols == 0) break;
     double* right = panel + static_cast<size_t>(w) * n;
-    TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', n - k, cols, w, panel, n, t.data(),
-                                                              band_width, right, n)));
     for (lapack_int j = 0; j < cols; ++j) {
       for (lapack_int i = 0; i < w; ++i) row_panel[static_cast<size_t>(i) * cols + j] = right[static_cast<size_t>(j) * n + i];
     }
-    TM_RETURN_IF_ERROR(lapack_status("dgeqrt3", LAPACKE_dgeqrt3(LAPACK_COL_MAJOR, cols, reflectors, row_panel.data(), cols, t.data(),
-                                                                band_width)));
-    if (w > reflectors) {
-      // Fewer columns than rows remain: the block row's last rows take the reflector too.
-      TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'L', 'T', 'F', 'C', cols, w - reflectors, reflectors,
-                                                                row_panel.data(), cols, t.data(), band_width,
-                                                                row_panel.data() + static_cast<size_t>(reflectors) * cols, cols)));
-    }
+    // When fewer columns than rows remain, the block row's last rows take the reflector too.
+    TM_RETURN_IF_ERROR(factor_panel(row_panel.data(), cols, cols, reflectors, w - reflectors, t, band_width));
     TM_RETURN_IF_ERROR(lapack_status("dlarfb", LAPACKE_dlarfb(LAPACK_COL_MAJOR, 'R', 'N', 'F', 'C', n - k - w, cols, reflectors,
                                                               row_panel.data(), cols, t.data(), band_width, right + w, n)));
     // The block row is now R^T of the transposed panel: lower triangular, zero to its right.

@@ -177,7 +177,6 @@ void cut_range(const std::vector<uint64_t>& shape, size_t dim, std::vector<uint6
   if (end > last_whole * inner) slice(last_whole, 0, end - last_whole * inner);
 }
 
-/// The parameter as a tensor over its pieces: in place when one piece holds it all, else in blocks.
 /// A run of a parameter's elements in a 1-D source tensor: elements [first, first + count) of
 /// `source` are elements [at, at + count) of the parameter (row-major).
 struct Run {

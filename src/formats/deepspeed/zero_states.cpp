@@ -58,6 +58,18 @@ Result<const PickleValue*> root_dict(const fs::path& path, const pytorch::Pickle
   return root;
 }
 
+/// Appends the entries of `dict` (name -> torch.Size), which `what` names in errors ("param_shapes
+/// group 0"), to `out`.
+Status read_shapes(const fs::path& path, const PickleValue& dict, const std::string& what, std::vector<ParamShape>& out) {
+  for (const auto& [key, value] : dict.entries) {
+    if (key->kind != PickleKind::kString) return value_error(path, key, what + " has a key that is not a name");
+    const auto shape = shape_of(value);
+    if (!shape) return value_error(path, value, what + ", parameter " + quoted_name(key->text) + ": not a torch.Size of at most 2^50 elements");
+    out.push_back({key->text, *shape, product(*shape)});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelStates> read_model_states(const fs::path& path) {
@@ -75,27 +87,10 @@ Result<ModelStates> read_model_states(const fs::path& path) {
       return value_error(path, group, "param_shapes group " + std::to_string(g) + " is a " + std::string(pickle_kind_name(group->kind)) +
                                           ", not a dict of name -> torch.Size");
     }
-    std::vector<ParamShape>& params = states.groups.emplace_back();
-    for (const auto& [key, value] : group->entries) {
-      if (key->kind != PickleKind::kString) return value_error(path, key, "param_shapes group " + std::to_string(g) + " has a key that is not a name");
-      const auto shape = shape_of(value);
-      if (!shape) {
-        return value_error(path, value, "param_shapes group " + std::to_string(g) + ", parameter " + quoted_name(key->text) +
-                                            ": not a torch.Size of at most 2^50 elements");
-      }
-      params.push_back({key->text, *shape, product(*shape)});
-    }
+    TM_RETURN_IF_ERROR(read_shapes(path, *group, "param_shapes group " + std::to_string(g), states.groups.emplace_back()));
   }
   if (const PickleValue* frozen = root->get("frozen_param_shapes"); frozen != nullptr && frozen->kind == PickleKind::kDict) {
-    for (const auto& [key, value] : frozen->entries) {
-      if (key->kind != PickleKind::kString) return value_error(path, key, "frozen_param_shapes has a key that is not a name");
-      const auto shape = shape_of(value);
-      if (!shape) {
-        return value_error(path, value, "frozen_param_shapes, parameter " + quoted_name(key->text) +
-                                            ": not a torch.Size of at most 2^50 elements");
-      }
-      states.frozen.push_back({key->text, *shape, product(*shape)});
-    }
+    TM_RETURN_IF_ERROR(read_shapes(path, *frozen, "frozen_param_shapes", states.frozen));
   }
   if (const PickleValue* shared = root->get("shared_params"); shared != nullptr && shared->kind == PickleKind::kDict) {
     for (const auto& [alias, source] : shared->entries) {
