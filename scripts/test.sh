@@ -40,7 +40,7 @@ ctest --test-dir build/asan --output-on-failure -j"$jobs" -E '^BackendConformanc
 
 echo "== viewer: web UI (npm packages, esbuild) and browser tests (Debian Chromium via playwright-core)"
 scripts/build-web.sh
-for t in overview viewer compare; do node "tests/browser/$t.test.mjs" build/release/tensormorph build/browser-artifacts; done
+for t in overview viewer compare split; do node "tests/browser/$t.test.mjs" build/release/tensormorph build/browser-artifacts; done
 
 echo "== fuzzing: every parser under libFuzzer (clang, ASan + UBSan), kept inputs replayed, then 45 s each"
 cmake -S fuzz -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTM_WERROR=ON >/dev/null
