@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Packs what bench/webgpu_h200_run.sh needs on a GPU machine into .wgpack/ (excluded from git):
-# the release build's tensormorph, backend_conformance_test, webgpu_resident_bench, split_bench and
+# the release build's tensormorph, backend_conformance_test, webgpu_resident_bench,
+# webgpu_tile_kernel_bench, split_bench and
 # CUDA module,
 # the Debian libraries the machine's image lacks, and Dawn's library; plus .gl/, the Vulkan loader
 # and GL dispatch packages (the machine has NVIDIA's Vulkan driver but no loader).
 #
-# Usage: scripts/build.sh release tensormorph backend_conformance_test webgpu_resident_bench split_bench tm_cuda
+# Usage: scripts/build.sh release tensormorph backend_conformance_test webgpu_resident_bench webgpu_tile_kernel_bench split_bench tm_cuda
 #        bench/webgpu_h200_pack.sh [BUILD_DIR]      (default build/release)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,7 @@ for dir in /.wgpack/ /.gl/; do grep -qx "$dir" "$exclude" 2>/dev/null || echo "$
 rm -rf .wgpack && mkdir -p .wgpack/lib .wgpack/plugins .wgpack/tests .wgpack/bench
 cp "$build/tensormorph" .wgpack/
 cp "$build/tests/backend_conformance_test" .wgpack/tests/
-cp "$build/bench/webgpu_resident_bench" "$build/bench/split_bench" .wgpack/bench/
+cp "$build/bench/webgpu_resident_bench" "$build/bench/webgpu_tile_kernel_bench" "$build/bench/split_bench" .wgpack/bench/
 cp "$build/plugins/libtm_cuda.so" .wgpack/plugins/
 cp -r "$build/plugins/hip" "$build/plugins/libtm_hip.so" .wgpack/plugins/ 2>/dev/null || true
 for binary in .wgpack/tensormorph .wgpack/tests/backend_conformance_test; do

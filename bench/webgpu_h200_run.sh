@@ -2,6 +2,7 @@
 # The WebGPU backend on an NVIDIA GPU through Vulkan, with the CUDA backend in the same run: the
 # conformance test (every declared case of both, bitwise against the CPU reference) and
 # webgpu_resident_bench (uploads and resident tile_stats, WebGPU / CUDA ratios, bitwise compared),
+# webgpu_tile_kernel_bench (the tile kernel's cost taken apart, and rewrites of it checked and timed),
 # then split_bench (one operation split between the CPU and CUDA against each alone).
 # Run from the repository root on the GPU machine, with .wgpack/ and .gl/ from
 # bench/webgpu_h200_pack.sh copied into the tree:  bash bench/webgpu_h200_run.sh OUT_DIR
@@ -22,5 +23,6 @@ grep -E "bitwise equal|OK|FAILED|Failure" "$out/conformance.txt"
 for run in 1 2; do
   "$pack/bench/webgpu_resident_bench" --mib 1024 --reps 10 --cuda "$pack/plugins/libtm_cuda.so" 2>&1 | tee "$out/resident_$run.txt"
 done
+"$pack/bench/webgpu_tile_kernel_bench" --mib 1024 --reps 7 2>&1 | tee "$out/tile_kernel.txt"
 # One operation split between the CPU and CUDA: a 20 GB BF16 set, a third resident on the GPU.
 timeout 300 "$pack/bench/split_bench" --gib 20 --resident 0.3333 --plugins "$pack/plugins" --device cuda 2>&1 | tee "$out/split.txt"

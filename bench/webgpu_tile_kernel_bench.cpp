@@ -1,0 +1,253 @@
+// Where the WebGPU tile kernel's time goes: the shipped tm.tile_stats@1 lanes kernel (tile 256)
+// and variants of it made by removing one part at a time (the exact sums, the squares, the float64
+// tree's code, the workgroup tail, everything but the loads), timed on one resident matrix in one
+// process. A variant that removes work gives wrong statistics: it is a measurement, never a kernel.
+// A variant that only rewrites (branchless-shifts, lean-classes: candidates for the shipped kernel)
+// must give the shipped kernel's bytes; the tool says so, and flags one that does not. Speed is
+// printed as a ratio to the shipped kernel measured in the same run.
+//
+//   webgpu_tile_kernel_bench [--mib M] [--reps R] [VARIANT ...]     (default: all variants)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/webgpu/webgpu_device.h"
+#include "backends/webgpu/wgsl_kernels.h"
+
+namespace {
+
+using namespace tensormorph;
+using namespace tensormorph::webgpu;
+
+struct TileParams {
+  uint32_t base_byte, row_bytes, band_rows, col_begin, col_end, tile, tiles_x, out_tile_row, default_nan,
+      propagate_nan, parts;
+};
+
+/// Replaces the one occurrence of `from` in `code` (a missing pattern means the kernel changed).
+bool replace_once(std::string& code, const std::string& from, const std::string& to) {
+  const size_t at = code.find(from);
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "pattern not found: %s\n", from.c_str());
+    return false;
+  }
+  code.replace(at, from.size(), to);
+  return true;
+}
+
+struct Variant {
+  const char* name;
+  bool same_result;  ///< a rewrite that must keep the shipped kernel's bytes
+  std::function<bool(std::string&)> edit;
+};
+
+std::vector<Variant> variants() {
+  return {
+      {"shipped", true, [](std::string&) { return true; }},
+      {"no-fallback-tree", false,
+       [](std::string& c) { return replace_once(c, "if (tree_s || tree_q) {", "if (false) {"); }},
+      {"no-squares", false,
+       [](std::string& c) {
+         return replace_once(c, "if (squares_exact) { acc_q", "if (false) { acc_q") &&
+                replace_once(c, "let tree_q = !no_value && !squares_exact;", "let tree_q = false;");
+       }},
+      {"no-exact-sums", false,
+       [](std::string& c) {
+         return replace_once(c, "  if (mag == 0u) { c_zeros = c_zeros + 1u; return; }\n",
+                             "  if (mag == 0u) { c_zeros = c_zeros + 1u; return; }\n  if (mag != 1u) { return; }\n");
+       }},
+      {"no-keys", false,
+       [](std::string& c) {
+         return replace_once(c, "  let key = order_key(u);\n  k_min = min(k_min, key);\n  k_max = max(k_max, key);\n", "");
+       }},
+      {"no-tail", false,
+       [](std::string& c) {
+         return replace_once(c, "for (var p = 4u; p >= 1u; p = p / 2u) {", "for (var p = 0u; p >= 1u; p = p / 2u) {") &&
+                replace_once(c, "for (var p = 16u; p >= 1u; p = p / 2u) {", "for (var p = 0u; p >= 1u; p = p / 2u) {");
+       }},
+      {"branchless-shifts", true,
+       [](std::string& c) {
+         return replace_once(c, R"(fn shl64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(0u, a.x << (s - 32u)); }
+  return vec2<u32>(a.x << s, (a.y << s) | (a.x >> (32u - s)));
+})",
+                             R"(fn shl64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  let r = s & 31u;
+  let carry = select(0u, a.x >> (32u - r), r != 0u);
+  let lo = select(a.x << r, 0u, s >= 32u);
+  let hi = select((a.y << r) | carry, a.x << r, s >= 32u);
+  return select(vec2<u32>(lo, hi), vec2<u32>(0u, 0u), s >= 64u);
+})") &&
+                replace_once(c, R"(fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(a.y >> (s - 32u), 0u); }
+  return vec2<u32>((a.x >> s) | (a.y << (32u - s)), a.y >> s);
+})",
+                             R"(fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  let r = s & 31u;
+  let carry = select(0u, a.y << (32u - r), r != 0u);
+  let lo = select((a.x >> r) | carry, a.y >> r, s >= 32u);
+  let hi = select(a.y >> r, 0u, s >= 32u);
+  return select(vec2<u32>(lo, hi), vec2<u32>(0u, 0u), s >= 64u);
+})");
+       }},
+      {"lean-classes", true,
+       [](std::string& c) {
+         return replace_once(c, R"(  if (!present || u != 0x80000000u) { all_minus_zero = false; }
+  if (!present) { return; }
+  let mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) { c_nan = c_nan + 1u; return; }
+  if (mag == 0x7f800000u) {
+    if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+    return;
+  }
+  let key = order_key(u);
+  k_min = min(k_min, key);
+  k_max = max(k_max, key);
+  k_abs = max(k_abs, mag);
+  if (mag == 0u) { c_zeros = c_zeros + 1u; return; }
+)",
+                             R"(  if (!present) { return; }
+  let mag = u & 0x7fffffffu;
+  let key = order_key(u);
+  if (mag - 1u >= 0x7f7fffffu) {
+    if (mag > 0x7f800000u) { c_nan = c_nan + 1u; return; }
+    if (mag == 0x7f800000u) {
+      if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+      return;
+    }
+    k_min = min(k_min, key);
+    k_max = max(k_max, key);
+    c_zeros = c_zeros + 1u;
+    return;
+  }
+  k_min = min(k_min, key);
+  k_max = max(k_max, key);
+  k_abs = max(k_abs, mag);
+)") && replace_once(c, "  let no_value = low_bit == 4096;\n",
+                    "  let no_value = low_bit == 4096;\n  all_minus_zero = row_ok && col0 + T - 8u < P.col_end && c_zeros == T / 8u && "
+                    "k_max == 0x7fffffffu;\n");
+       }},
+      {"loads-only", false,
+       [](std::string& c) {
+         return replace_once(c, "  if (!present || u != 0x80000000u) { all_minus_zero = false; }\n",
+                             "  k_abs = k_abs ^ u;\n  if (u != 1u) { return; }\n") &&
+                replace_once(c, "if (tree_s || tree_q) {", "if (false) {");
+       }},
+  };
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run(int argc, char** argv) {
+  uint64_t mib = 1024;
+  int reps = 10;
+  std::vector<std::string> wanted;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--mib" && i + 1 < argc) mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (arg == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "usage: webgpu_tile_kernel_bench [--mib M] [--reps R] [VARIANT ...]\n");
+      return 2;
+    } else wanted.push_back(arg);
+  }
+  auto device_or = WebGpuDevice::open("");
+  if (!device_or.ok()) {
+    std::printf("webgpu unavailable: %s\n", device_or.status().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<WebGpuDevice> device = std::move(*device_or);
+  std::printf("device: %s\n", device->facts().name.c_str());
+
+  constexpr uint64_t kCols = 4096, kTile = 256, kParts = kTile / kRowsPerGroup;
+  const uint64_t band_bytes = uint64_t{64} << 20;
+  const uint64_t bytes = std::max<uint64_t>(band_bytes, (mib << 20) / band_bytes * band_bytes);
+  std::vector<uint8_t> f32(bytes), bf16(bytes);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (uint64_t i = 0; i < bytes / 4; ++i) {
+    const float v = normal(rng);
+    std::memcpy(&f32[4 * i], &v, 4);
+  }
+  for (uint64_t i = 0; i < bytes / 2; ++i) std::memcpy(&bf16[2 * i], &f32[4 * (i % (bytes / 4)) + 2], 2);
+  auto input = device->allocate(bytes);
+  if (!input.ok()) return std::printf("allocate: %s\n", input.status().message().c_str()), 1;
+  const float invalid = std::numeric_limits<float>::quiet_NaN();
+  uint32_t default_nan;
+  std::memcpy(&default_nan, &invalid, 4);
+
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const uint64_t elem_bytes = dtype == DType::kF32 ? 4 : 2;
+    const uint64_t row_bytes = kCols * elem_bytes;
+    const uint64_t rows = bytes / row_bytes, band_rows = band_bytes / row_bytes;
+    const uint64_t tiles_x = kCols / kTile, band_tiles = band_rows / kTile;
+    const uint64_t record_bytes = band_tiles * kParts * tiles_x * kRowRecordWords * 4;
+    const uint64_t grid_bytes = (rows / kTile) * tiles_x * 72;
+    if (Status s = device->write(*input, 0, dtype == DType::kF32 ? f32.data() : bf16.data(), bytes); !s.ok()) {
+      return std::printf("write: %s\n", s.message().c_str()), 1;
+    }
+    auto records = device->allocate(record_bytes);
+    auto tiles = device->allocate(grid_bytes);
+    auto reduce = device->pipeline("tile_reduce", tile_reduce_kernel());
+    if (!records.ok() || !tiles.ok() || !reduce.ok()) return std::printf("set-up failed\n"), 1;
+    std::vector<uint8_t> reference;
+    double shipped_seconds = 0;
+    for (const Variant& v : variants()) {
+      if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.name) == wanted.end()) continue;
+      std::string code = tile_lanes_kernel(dtype, kTile);
+      if (!v.edit(code)) return 1;
+      auto pipeline = device->pipeline(std::string(v.name) + std::string(dtype_info(dtype).name), code);
+      if (!pipeline.ok()) return std::printf("%s: %s\n", v.name, pipeline.status().message().c_str()), 1;
+      std::vector<double> times;
+      for (int rep = 0; rep <= reps; ++rep) {
+        const auto start = std::chrono::steady_clock::now();
+        for (uint64_t band = 0; band < rows / band_rows; ++band) {
+          TileParams p{0, static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(band_rows), 0, static_cast<uint32_t>(kCols),
+                       static_cast<uint32_t>(kTile), static_cast<uint32_t>(tiles_x),
+                       static_cast<uint32_t>(band * band_tiles), default_nan, 0, static_cast<uint32_t>(kParts)};
+          const Binding in{input->handle, band * band_bytes, band_bytes};
+          const Binding rec{records->handle, 0, record_bytes};
+          Status s = device->dispatch(*pipeline, {in, rec}, &p, sizeof p, static_cast<uint32_t>(tiles_x),
+                                      static_cast<uint32_t>(band_tiles * kParts));
+          if (s.ok()) s = device->dispatch(*reduce, {rec, Binding{tiles->handle, 0, grid_bytes}}, &p, sizeof p,
+                                           static_cast<uint32_t>(tiles_x), static_cast<uint32_t>(band_tiles));
+          if (!s.ok()) return std::printf("%s: %s\n", v.name, s.message().c_str()), 1;
+        }
+        if (Status s = device->finish(); !s.ok()) return std::printf("%s: %s\n", v.name, s.message().c_str()), 1;
+        if (rep > 0) times.push_back(seconds_since(start));  // the first run compiles
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      std::vector<uint8_t> out(grid_bytes);
+      if (Status s = device->read(*tiles, 0, out.data(), grid_bytes); !s.ok()) return 1;
+      if (reference.empty() && std::string(v.name) == "shipped") {
+        reference = out;
+        shipped_seconds = median;
+      }
+      const char* verdict = reference.empty() ? "" : out == reference ? "same bytes" : "differs";
+      std::printf("%-5s %-18s %8.2f ms  %7.1f GB/s  %5.2fx shipped  %s%s\n", std::string(dtype_info(dtype).name).c_str(),
+                  v.name, median * 1e3, static_cast<double>(bytes) / median / 1e9,
+                  shipped_seconds > 0 ? shipped_seconds / median : 0.0, verdict,
+                  v.same_result && !reference.empty() && out != reference ? "  <-- WRONG" : "");
+    }
+    device->release(*records);
+    device->release(*tiles);
+  }
+  device->release(*input);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }
