@@ -22,12 +22,14 @@ plugins/opencl/build.sh
 export TM_REQUIRE_OPENCL=1
 export TM_REQUIRE_WEBGPU=1  # the WebGPU backend on lavapipe (scripts/install-deps.sh installs both)
 
-echo "== every WebGPU kernel against the CPU reference, on lavapipe (release build)"
+echo "== every WebGPU kernel against the CPU reference, on lavapipe; the GPU modules load and export the ABI (release build)"
 # Under AddressSanitizer lavapipe runs the same kernels over ten times slower (its device memory
 # comes from the sanitizer's allocator: page faults and TLB shootdowns), so its conformance cases
 # run here; the sanitizer build still drives the WebGPU backend through every other test.
 XDG_CACHE_HOME="$PWD/build/release/test-cache" build/release/tests/backend_conformance_test \
-  --gtest_filter='BackendConformance/*/webgpu'
+  --gtest_filter='BackendConformance/*/webgpu:GpuModules.*'
+# The sanitizer build leaves the CUDA and HIP modules out: their checks run on the release build.
+ctest --test-dir build/release --output-on-failure -R '_module_exports$'
 
 echo "== tests (ASan + UBSan)"
 # intercept_tls_get_addr=0: GCC 12's sanitizer takes some of glibc 2.36's dynamic TLS blocks (those
