@@ -83,6 +83,19 @@ class MixedCheckpoint : public ::testing::Test {
   std::unique_ptr<Checkpoint> ckpt_;
 };
 
+TEST_F(MixedCheckpoint, ResidencyKeysNameTheSpanSentNotABandNumber) {
+  // A device copy is found by its key: two operations that cut a tensor into bands of different
+  // sizes, or one that sends the whole, must not find each other's copies of other bytes.
+  const TensorInfo& t = *ckpt_->find("w.f32");
+  const TensorInfo& other = *ckpt_->find("w.bf16");
+  const uint64_t row = 520 * 4;
+  EXPECT_EQ(engine::residency_key(*ckpt_, t, 0, 100 * row), engine::residency_key(*ckpt_, t, 0, 100 * row));
+  EXPECT_NE(engine::residency_key(*ckpt_, t, 0, 100 * row), engine::residency_key(*ckpt_, t, 0, 300 * row)) << "a band vs the whole";
+  EXPECT_NE(engine::residency_key(*ckpt_, t, 100 * row, 100 * row), engine::residency_key(*ckpt_, t, 128 * row, 100 * row))
+      << "equal lengths at other rows";
+  EXPECT_NE(engine::residency_key(*ckpt_, t, 0, 100 * row), engine::residency_key(*ckpt_, other, 0, 100 * row)) << "another tensor";
+}
+
 TEST_F(MixedCheckpoint, OpenClServesWhatItSupportsAndCpuTheRest) {
   REQUIRE_OPENCL_PLUGIN();
   auto session = open_session("prefer=opencl");

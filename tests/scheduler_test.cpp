@@ -460,7 +460,7 @@ TEST_F(SchedulerTest, ResidencyMakesTheDeviceCheaperOnceDataIsThere) {
   auto warm = s.run(request(42));
   EXPECT_EQ(warm->record.backend, "device");
   EXPECT_EQ(warm->record.bytes_moved, 64u + 1u);
-  EXPECT_TRUE(s.residency().resident(42, *backends_[1]));
+  EXPECT_TRUE(s.residency().resident(42, *backends_[1], 64));
   s.set_constraints({});
   auto resident = s.run(request(42));
   EXPECT_EQ(resident->record.backend, "device");
@@ -470,7 +470,7 @@ TEST_F(SchedulerTest, ResidencyMakesTheDeviceCheaperOnceDataIsThere) {
   // Shrinking the device-cache budget evicts at once (a live settings change); the next run
   // uploads again, so the host is cheapest again.
   s.set_device_cache_budget(16);
-  EXPECT_FALSE(s.residency().resident(42, *backends_[1]));
+  EXPECT_FALSE(s.residency().resident(42, *backends_[1], 64));
   EXPECT_EQ(s.residency().bytes_on(*backends_[1]), 0u);
   auto evicted = s.run(request(42));
   EXPECT_EQ(evicted->record.backend, "host");

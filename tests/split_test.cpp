@@ -422,11 +422,11 @@ TEST_F(SplitRun, AnInputResidentOnTheDeviceIsReadInPlaceByItsPart) {
   ASSERT_EQ(first->parts.size(), 2u);
   EXPECT_GT(device.bytes_written_to_buffers, 0u);
   EXPECT_LT(device.bytes_written_to_buffers, c.request.inputs[0].bytes.size()) << "only its slice";
-  EXPECT_FALSE(split->residency().resident(42, *backends_[1])) << "a slice is never cached as the whole";
+  EXPECT_FALSE(split->residency().resident(42, *backends_[1], c.request.inputs[0].bytes.size())) << "a slice is never cached as the whole";
   // Whole on the device (cached), then split: the device part reads the cached copy at its offset.
   split->set_constraints({.prefer = {}, .never = {}, .only = {"device"}});
   ASSERT_TRUE(split->run(c.request).ok());
-  EXPECT_TRUE(split->residency().resident(42, *backends_[1]));
+  EXPECT_TRUE(split->residency().resident(42, *backends_[1], c.request.inputs[0].bytes.size()));
   split->set_constraints({});
   const uint64_t before = device.bytes_written_to_buffers;
   const auto expected = c.outputs;
@@ -439,6 +439,31 @@ TEST_F(SplitRun, AnInputResidentOnTheDeviceIsReadInPlaceByItsPart) {
   while (first_bad < expected[0].size() && expected[0][first_bad] == c.outputs[0][first_bad]) ++first_bad;
   EXPECT_EQ(first_bad, expected[0].size()) << "first differing byte; tile " << first_bad / sizeof(TM_TileStats) << " "
                                            << again->parts[1].split_part;
+}
+
+TEST_F(SplitRun, ACachedCopyOfAnotherSizeIsNeverTakenForTheInput) {
+  // One residency key for two spans of different lengths (say a tensor's first band, then the
+  // whole tensor): the cached copy of the first must not stand in for the second.
+  add({.name = "host"});
+  RefConfig& device = add({.name = "device", .host_visible = false});
+  auto s = make(SplitPolicy{.enabled = false}, "device");
+  Case small = make_case("histogram F32 70000", TM_OP_HISTOGRAM, {{DType::kF32, {70000}}}, {{TM_DTYPE_U64, 35}},
+                         {{TM_ATTR_LO, 0, -0.05}, {TM_ATTR_HI, 0, 0.05}, {TM_ATTR_BINS, 32, 0}});
+  Case large = make_case("histogram F32 140000", TM_OP_HISTOGRAM, {{DType::kF32, {140000}}}, {{TM_DTYPE_U64, 35}},
+                         {{TM_ATTR_LO, 0, -0.05}, {TM_ATTR_HI, 0, 0.05}, {TM_ATTR_BINS, 32, 0}});
+  small.request.inputs[0].residency_key = 7;
+  large.request.inputs[0].residency_key = 7;
+  ASSERT_TRUE(s->run(small.request).ok());
+  EXPECT_TRUE(s->residency().resident(7, *backends_[1], small.inputs[0].size()));
+  EXPECT_FALSE(s->residency().resident(7, *backends_[1], large.inputs[0].size()));
+  const uint64_t before = device.bytes_written_to_buffers;
+  auto placed = s->run(large.request);
+  ASSERT_TRUE(placed.ok() && placed->executed) << placed.status().to_string();
+  EXPECT_EQ(device.bytes_written_to_buffers - before, large.inputs[0].size()) << "the larger input was uploaded";
+  auto host = make(SplitPolicy{.enabled = false}, "host");
+  Case check = large;
+  ASSERT_TRUE(host->run(check.request).ok());
+  EXPECT_TRUE(check.outputs[0] == large.outputs[0]) << "the device counted the whole input";
 }
 
 TEST_F(SplitRun, APreferenceNarrowsTheSplitAndOperationsThatCannotSplitRunWhole) {

@@ -8,10 +8,10 @@ ResidencyCache::~ResidencyCache() {
   for (auto& e : lru_) e.backend->release(e.buffer);
 }
 
-TM_Buffer* ResidencyCache::find(uint64_t key, const Backend& backend) {
+TM_Buffer* ResidencyCache::find(uint64_t key, const Backend& backend, uint64_t bytes) {
   std::lock_guard lock(mutex_);
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-    if (it->key == key && it->backend == &backend) {
+    if (it->key == key && it->backend == &backend && it->bytes == bytes) {
       lru_.splice(lru_.begin(), lru_, it);
       return lru_.front().buffer;
     }
@@ -19,9 +19,10 @@ TM_Buffer* ResidencyCache::find(uint64_t key, const Backend& backend) {
   return nullptr;
 }
 
-bool ResidencyCache::resident(uint64_t key, const Backend& backend) const {
+bool ResidencyCache::resident(uint64_t key, const Backend& backend, uint64_t bytes) const {
   std::lock_guard lock(mutex_);
-  return std::any_of(lru_.begin(), lru_.end(), [&](const Entry& e) { return e.key == key && e.backend == &backend; });
+  return std::any_of(lru_.begin(), lru_.end(),
+                     [&](const Entry& e) { return e.key == key && e.backend == &backend && e.bytes == bytes; });
 }
 
 uint64_t ResidencyCache::budget_for(const Backend& backend) const {

@@ -13,7 +13,9 @@
 namespace tensormorph::compute {
 
 /// Device copies of host data, keyed by (data key, backend), evicted least-recently-used under a
-/// per-backend byte budget. The host tracks residency; backends only hold buffers.
+/// per-backend byte budget. The host tracks residency; backends only hold buffers. A lookup names
+/// the size it needs too: a copy of another size is other data under the same key (a tensor's
+/// first band and the whole tensor, say) and is never handed out for it.
 class ResidencyCache {
  public:
   /// `budget_bytes` caps each backend's cached bytes (further capped at half its memory).
@@ -22,10 +24,10 @@ class ResidencyCache {
   ResidencyCache(const ResidencyCache&) = delete;
   ResidencyCache& operator=(const ResidencyCache&) = delete;
 
-  /// The cached buffer of `key` on `backend`, or nullptr; a hit refreshes its recency.
-  TM_Buffer* find(uint64_t key, const Backend& backend);
-  /// True when `key` is resident on `backend` (no recency change).
-  bool resident(uint64_t key, const Backend& backend) const;
+  /// The cached buffer of `key` on `backend` holding `bytes`, or nullptr; a hit refreshes its recency.
+  TM_Buffer* find(uint64_t key, const Backend& backend, uint64_t bytes);
+  /// True when `key` is resident on `backend` as a copy of `bytes` (no recency change).
+  bool resident(uint64_t key, const Backend& backend, uint64_t bytes) const;
   /// Takes ownership of `buffer` holding `key`; evicts older entries to stay under budget.
   /// Returns false (and keeps nothing) when the buffer alone exceeds the budget.
   bool insert(uint64_t key, const Backend& backend, TM_Buffer* buffer, uint64_t bytes);

@@ -110,6 +110,11 @@ struct AbiInstance {
   }
 };
 
+/// The size of the data an input's residency key names: the whole's for a part of a split.
+uint64_t resident_bytes(const InputTensor& in) {
+  return in.residency_whole_bytes != 0 ? in.residency_whole_bytes : in.bytes.size();
+}
+
 uint64_t input_bytes(const OpRequest& r) {
   uint64_t n = 0;
   for (const auto& in : r.inputs) n += in.bytes.size();
@@ -296,7 +301,7 @@ std::vector<Scheduler::Candidate> Scheduler::evaluate(const OpRequest& request, 
       c.estimate = *estimate;
       c.compute_ns = estimate->compute_ns * cost_model_.calibration(b.name(), op);
       for (const auto& in : request.inputs) {
-        if (in.residency_key == 0 || !residency_.resident(in.residency_key, b)) {
+        if (in.residency_key == 0 || !residency_.resident(in.residency_key, b, resident_bytes(in))) {
           c.transfer_ns += cost_model_.host_to_device_ns(b, in.bytes.size());
         }
       }
@@ -392,7 +397,7 @@ Result<TM_ExecutionReport> Scheduler::execute_on(const Backend& backend, const O
       const InputTensor& in = request.inputs[i];
       // A part of a split operation reads a resident copy of the whole in place, at its offset.
       const bool part_of_whole = in.residency_whole_bytes != 0;
-      TM_Buffer* buffer = in.residency_key ? residency_.find(in.residency_key, backend) : nullptr;
+      TM_Buffer* buffer = in.residency_key ? residency_.find(in.residency_key, backend, resident_bytes(in)) : nullptr;
       abi.inputs[i].byte_offset = buffer != nullptr && part_of_whole ? in.residency_offset : 0;
       if (buffer == nullptr) {
         auto allocated = backend.allocate(in.bytes.size());

@@ -30,13 +30,13 @@ Result<std::vector<ExtremeValue>> tensor_top_k(compute::Scheduler& scheduler, co
   std::vector<ops::TopKEntry> all;
   std::vector<uint64_t> indices(band_k);
   std::vector<float> values(band_k);
-  for (uint64_t r0 = 0, band = 0; r0 < m.rows; r0 += band_rows, ++band) {
+  for (uint64_t r0 = 0; r0 < m.rows; r0 += band_rows) {
     const uint64_t rows = std::min(band_rows, m.rows - r0);
     compute::OpRequest req;
     req.op = TM_OP_TOP_K;
     req.subject = tensor.name;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          data.owned.empty() ? residency_key(checkpoint, tensor, band) : 0});
+                          data.owned.empty() ? residency_key(checkpoint, tensor, r0 * row_bytes, rows * row_bytes) : 0});
     req.outputs.push_back({TM_DTYPE_U64, {band_k}, std::as_writable_bytes(std::span(indices))});
     req.outputs.push_back({TM_DTYPE_F32, {band_k}, std::as_writable_bytes(std::span(values))});
     req.attributes = {{TM_ATTR_K, static_cast<int64_t>(band_k), 0}};
@@ -99,7 +99,7 @@ Result<ChannelStats> tensor_channel_stats(compute::Scheduler& scheduler, const C
   req.op = TM_OP_CHANNEL_STATS;
   req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {m.rows, m.cols}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, ~uint64_t{1}) : 0});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0, data.bytes.size()) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {m.rows * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out.rows))});
   req.outputs.push_back({TM_DTYPE_U8, {m.cols * sizeof(TM_TileStats)}, std::as_writable_bytes(std::span(out.cols))});
   req.max_threads = max_threads;

@@ -356,7 +356,7 @@ class RadixBands {
     req.op = TM_OP_RADIX_HISTOGRAM;
     req.subject = tensor_->name;
     req.inputs.push_back({to_abi_dtype(tensor_->dtype), {rows * m_.cols}, data_.bytes.subspan(r0 * row_bytes_, rows * row_bytes_),
-                          keyed ? residency_key(*checkpoint_, *tensor_, band) : 0});
+                          keyed ? residency_key(*checkpoint_, *tensor_, r0 * row_bytes_, rows * row_bytes_) : 0});
     req.inputs.push_back({TM_DTYPE_U64, {prefixes.size()}, std::as_bytes(prefixes), 0});
     req.outputs.push_back({TM_DTYPE_U64, {counts.size()}, std::as_writable_bytes(counts)});
     req.outputs.push_back({TM_DTYPE_U64, {ops::kRadixClasses}, std::as_writable_bytes(std::span<uint64_t>(classes))});

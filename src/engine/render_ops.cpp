@@ -52,7 +52,7 @@ Result<RenderOutcome> render_tensor_tile(compute::Scheduler& scheduler, const Ch
   compute::OpRequest request;
   request.subject = tensor.name;
   request.inputs.push_back({to_abi_dtype(tensor.dtype), {band_end - band_begin, m.cols}, band.bytes,
-                            whole ? residency_key(checkpoint, tensor, ~uint64_t{0}) : 0});  // the whole tensor, not a band
+                            whole ? residency_key(checkpoint, tensor, 0, band.bytes.size()) : 0});
   request.attributes = attributes_of(in_band);
   request.consent = consent;
   RenderOutcome outcome;

@@ -69,7 +69,7 @@ Result<MatrixInput> matrix_input(const Checkpoint& checkpoint, const TensorInfo&
   in.shape = as_matrix(tensor);
   if (in.shape.rows == 0 || in.shape.cols == 0) return Status::FailedPrecondition(where + " is empty: it has no spectrum");
   TM_ASSIGN_OR_RETURN(in.data, matrix_rows(checkpoint, tensor, 0, in.shape.rows));
-  in.key = in.data.owned.empty() ? residency_key(checkpoint, tensor, ~uint64_t{1}) : 0;
+  in.key = in.data.owned.empty() ? residency_key(checkpoint, tensor, 0, in.data.bytes.size()) : 0;
   return in;
 }
 

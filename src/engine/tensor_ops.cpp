@@ -51,11 +51,11 @@ uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
 
 }  // namespace
 
-uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band) {
+uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t begin, uint64_t count) {
   uint64_t h = std::hash<std::string>{}(checkpoint.files()[tensor.file].path.string());
-  h ^= (tensor.offset + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
-  h ^= (tensor.nbytes + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
-  h ^= (band + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
+  for (const uint64_t part : {tensor.offset, tensor.nbytes, uint64_t{tensor.chunks.size()}, begin, count}) {
+    h ^= (part + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
+  }
   return h == 0 ? 1 : h;
 }
 
@@ -162,7 +162,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
     from = {own.get(), 0};
   }
   uint64_t r0 = 0;
-  for (uint64_t band = 0;; ++band) {
+  for (;;) {
     TM_ASSIGN_OR_RETURN(auto bytes, from.reader->next(from.extent));
     if (!bytes) break;
     const uint64_t rows = bytes->bytes.size() / row_bytes;
@@ -170,7 +170,7 @@ Result<PyramidLevel> tensor_tile_stats(compute::Scheduler& scheduler, const Chec
       return Status::Internal("tensor " + quoted_name(tensor.name) + ": band at byte " + std::to_string(bytes->offset) +
                               " is not the tile statistics band of rows from " + std::to_string(r0));
     }
-    TM_RETURN_IF_ERROR(run_band(bytes->bytes, r0, rows, residency_key(checkpoint, tensor, band)));
+    TM_RETURN_IF_ERROR(run_band(bytes->bytes, r0, rows, residency_key(checkpoint, tensor, bytes->offset, bytes->bytes.size())));
     r0 += rows;
   }
   if (r0 != m.rows) {
@@ -198,15 +198,13 @@ Result<std::vector<float>> decode_rows(compute::Scheduler& scheduler, const Chec
   TM_ASSIGN_OR_RETURN(auto data, contiguous_bytes(checkpoint, tensor));
   TM_ASSIGN_OR_RETURN(uint64_t row_bytes, dtype_storage_bytes(tensor.dtype, m.cols));
   const uint64_t band_rows = rows_per_band(row_bytes, 1);
-  // Residency keys name whole bands from row 0; a window starting elsewhere is not cached.
-  const bool whole_bands = row_begin == 0 && data.owned.empty();
-  for (uint64_t r0 = row_begin, band = 0; r0 < row_end; r0 += band_rows, ++band) {
+  for (uint64_t r0 = row_begin; r0 < row_end; r0 += band_rows) {
     const uint64_t rows = std::min(band_rows, row_end - r0);
     compute::OpRequest req;
     req.op = TM_OP_DECODE;
     req.subject = tensor.name;
     req.inputs.push_back({to_abi_dtype(tensor.dtype), {rows * m.cols}, data.bytes.subspan(r0 * row_bytes, rows * row_bytes),
-                          whole_bands ? residency_key(checkpoint, tensor, band) : 0});
+                          data.owned.empty() ? residency_key(checkpoint, tensor, r0 * row_bytes, rows * row_bytes) : 0});
     req.outputs.push_back({TM_DTYPE_F32, {rows * m.cols},
                            std::as_writable_bytes(std::span(values).subspan((r0 - row_begin) * m.cols, rows * m.cols))});
     TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
@@ -223,7 +221,7 @@ Result<std::vector<uint64_t>> tensor_histogram(compute::Scheduler& scheduler, co
   req.op = TM_OP_HISTOGRAM;
   req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0, data.bytes.size()) : 0});
   req.outputs.push_back({TM_DTYPE_U64, {bins + 3}, std::as_writable_bytes(std::span(counts))});
   req.attributes = {{TM_ATTR_LO, 0, lo}, {TM_ATTR_HI, 0, hi}, {TM_ATTR_BINS, static_cast<int64_t>(bins), 0}};
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
@@ -238,7 +236,7 @@ Result<TM_ExactSummary> tensor_exact_summary(compute::Scheduler& scheduler, cons
   req.op = TM_OP_EXACT_SUMMARY;
   req.subject = tensor.name;
   req.inputs.push_back({to_abi_dtype(tensor.dtype), {tensor.elements()}, data.bytes,
-                        data.owned.empty() ? residency_key(checkpoint, tensor, 0) : 0});
+                        data.owned.empty() ? residency_key(checkpoint, tensor, 0, data.bytes.size()) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof summary}, std::as_writable_bytes(std::span(&summary, 1))});
   TM_RETURN_IF_ERROR(run_exact(scheduler, req, records).with_context("tensor " + quoted_name(tensor.name)));
   return summary;

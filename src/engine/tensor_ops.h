@@ -99,7 +99,9 @@ struct ExactView {
 /// The view of `exact`, a summary of a tensor of `dtype`.
 ExactView exact_view(const TM_ExactSummary& exact, DType dtype);
 
-/// A key identifying a tensor's bytes for residency tracking (stable for the same file and span).
-uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t band);
+/// A key identifying bytes [begin, begin + count) of a tensor's stored bytes (row-major, as
+/// matrix_rows gives them) for residency tracking: equal keys name the same bytes, so a device copy
+/// made for one operation serves another only when it sent exactly that span.
+uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t begin, uint64_t count);
 
 }  // namespace tensormorph::engine

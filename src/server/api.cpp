@@ -56,7 +56,7 @@ Result<TM_TileStats> block_stats(compute::Scheduler& scheduler, const Checkpoint
   req.op = TM_OP_TILE_STATS;
   req.subject = t.name;
   req.inputs.push_back({to_abi_dtype(t.dtype), {band_end - band_begin, m.cols}, band.bytes,
-                        whole ? engine::residency_key(ckpt, t, ~uint64_t{0}) : 0});
+                        whole ? engine::residency_key(ckpt, t, 0, band.bytes.size()) : 0});
   req.outputs.push_back({TM_DTYPE_U8, {sizeof out}, std::as_writable_bytes(std::span(&out, 1))});
   req.attributes = {{TM_ATTR_ROW_BEGIN, static_cast<int64_t>(view.row_begin - band_begin), 0},
                     {TM_ATTR_ROW_END, static_cast<int64_t>(view.row_end - band_begin), 0},
