@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== release build: the binary, the CUDA and HIP modules, the benchmarks, the conformance test (warnings are errors)"
-scripts/build.sh release -j"$jobs" tm_release_artifacts backend_conformance_test
+echo "== release build: the binary, the CUDA and HIP modules, the benchmarks, the conformance test, the browser tests' twin plugin (warnings are errors)"
+scripts/build.sh release -j"$jobs" tm_release_artifacts backend_conformance_test tm_test_device_twin
 
 echo "== Python API: pip install of the checkout, offline, into build/venv over Debian's packages; pytest"
 scripts/install-python.sh  # the release build above built the native module: pip only copies it
