@@ -94,6 +94,10 @@ TEST_F(MixedCheckpoint, ResidencyKeysNameTheSpanSentNotABandNumber) {
   EXPECT_NE(engine::residency_key(*ckpt_, t, 100 * row, 100 * row), engine::residency_key(*ckpt_, t, 128 * row, 100 * row))
       << "equal lengths at other rows";
   EXPECT_NE(engine::residency_key(*ckpt_, t, 0, 100 * row), engine::residency_key(*ckpt_, other, 0, 100 * row)) << "another tensor";
+  TensorInfo transposed = t;  // a view of the same storage: same offset and size, other strides
+  transposed.shape = {520, 300};
+  transposed.strides = {1, 520};
+  EXPECT_NE(engine::residency_key(*ckpt_, t, 0, 300 * row), engine::residency_key(*ckpt_, transposed, 0, 300 * row)) << "a view";
 }
 
 TEST_F(MixedCheckpoint, OpenClServesWhatItSupportsAndCpuTheRest) {

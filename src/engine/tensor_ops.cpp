@@ -53,9 +53,11 @@ uint64_t rows_per_band(uint64_t row_bytes, uint64_t align) {
 
 uint64_t residency_key(const Checkpoint& checkpoint, const TensorInfo& tensor, uint64_t begin, uint64_t count) {
   uint64_t h = std::hash<std::string>{}(checkpoint.files()[tensor.file].path.string());
-  for (const uint64_t part : {tensor.offset, tensor.nbytes, uint64_t{tensor.chunks.size()}, begin, count}) {
-    h ^= (part + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2);
-  }
+  const auto mix = [&h](uint64_t part) { h ^= (part + 0x9e3779b97f4a7c15ull) + (h << 6) + (h >> 2); };
+  // Views of one storage (a weight and its transpose) share offset and size: their strides differ.
+  for (const uint64_t part : {tensor.offset, tensor.nbytes, uint64_t{tensor.chunks.size()}, begin, count}) mix(part);
+  for (const uint64_t extent : tensor.shape) mix(extent);
+  for (const int64_t stride : tensor.strides) mix(static_cast<uint64_t>(stride));
   return h == 0 ? 1 : h;
 }
 
