@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "resident_weights.h"
 #include "tensormorph/c/plugin.h"
 
 extern "C" const TM_PluginApi* tm_webgpu_backend_get_api(uint32_t host_major, uint32_t host_minor);
@@ -159,16 +159,7 @@ int main(int argc, char** argv) {
     }
   }
   const uint64_t bytes = (mib << 20) / (4 * 4096 * 256) * (4 * 4096 * 256);  // whole 256-row bands of F32
-  std::vector<uint8_t> f32(bytes), bf16(bytes);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (uint64_t i = 0; i < bytes / 4; ++i) {
-    const float v = normal(rng);
-    std::memcpy(&f32[4 * i], &v, 4);
-  }
-  for (uint64_t i = 0; i < bytes / 2; ++i) {  // the top halves of F32 values: BF16 by truncation
-    std::memcpy(&bf16[2 * i], &f32[4 * (i % (bytes / 4)) + 2], 2);
-  }
+  const auto [f32, bf16] = tensormorph::bench::resident_weights(bytes);
   std::printf("resident %llu MiB, tile 256, %d repetitions (median)\n", static_cast<unsigned long long>(bytes >> 20), reps);
 
   Opened webgpu;

@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backends/webgpu/webgpu_device.h"
 #include "backends/webgpu/wgsl_kernels.h"
+#include "resident_weights.h"
 
 namespace {
 
@@ -173,14 +173,7 @@ int run(int argc, char** argv) {
   constexpr uint64_t kCols = 4096, kTile = 256, kParts = kTile / kRowsPerGroup;
   const uint64_t band_bytes = uint64_t{64} << 20;
   const uint64_t bytes = std::max<uint64_t>(band_bytes, (mib << 20) / band_bytes * band_bytes);
-  std::vector<uint8_t> f32(bytes), bf16(bytes);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (uint64_t i = 0; i < bytes / 4; ++i) {
-    const float v = normal(rng);
-    std::memcpy(&f32[4 * i], &v, 4);
-  }
-  for (uint64_t i = 0; i < bytes / 2; ++i) std::memcpy(&bf16[2 * i], &f32[4 * (i % (bytes / 4)) + 2], 2);
+  const auto [f32, bf16] = tensormorph::bench::resident_weights(bytes);
   auto input = device->allocate(bytes);
   if (!input.ok()) return std::printf("allocate: %s\n", input.status().message().c_str()), 1;
   const float invalid = std::numeric_limits<float>::quiet_NaN();
