@@ -1,7 +1,8 @@
 // One operation split across two backends, as the viewer shows it: `tensormorph serve` with the
 // tests' "twin" plugin (the CPU's kernels declared as a device beside the CPU, so the scheduler may
-// share an operation between them) indexes a 64 MiB F32 matrix (large enough that a split pays on any machine). The Compute drawer's records, one
-// row each, show the merge with its parts under it; the statistics equal the file's.
+// share an operation between them) indexes a 64 MiB F32 matrix, large enough that a split pays on
+// any machine. The Compute drawer's records, one row each, show the merge with its parts under it;
+// the statistics equal the file's and the CPU alone's.
 // Usage: node tests/browser/split.test.mjs TENSORMORPH_BINARY ARTIFACT_DIR
 import fs from 'node:fs';
 import path from 'node:path';
@@ -47,12 +48,13 @@ try {
   check(stats.min === min && stats.max === max && stats.count === values.length,
     `min, max and count from the split index equal the file's (${stats.min} ${stats.max} ${stats.count})`);
   // And the float64 sums: recomputed on the CPU alone, the mean and deviation are the same numbers.
-  const onlyCpu = await fetch(url + 'api/compute', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ only: ['cpu'] }) });
+  const constrain = (only) => fetch(url + 'api/compute', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ only }) });
+  const onlyCpu = await constrain(['cpu']);
   check(onlyCpu.ok, `the running server takes only=cpu (${onlyCpu.status})`);
   const whole = await getJson(url, `api/stats?ckpt=0&tensor=big.weight&recompute=1`);
   check(whole.source === 'computed' && whole.records.every((r) => r.backend === 'cpu') && whole.mean === stats.mean && whole.std === stats.std,
     `the CPU alone computes the same mean and deviation bit for bit (${whole.mean} ${whole.std} vs ${stats.mean} ${stats.std})`);
-  await fetch(url + 'api/compute', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ only: [] }) });
+  await constrain([]);
 
   // The drawer: records "each", the merge row with its parts indented under it.
   const page = await newPage();
