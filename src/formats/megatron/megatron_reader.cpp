@@ -1,68 +1,24 @@
 // Megatron-LM tensor-parallel sets: each rank's archive is read by the PyTorch reader, and every
-// model tensor is matched across ranks by name and assembled by its layer's role. The role comes
-// from the parameter's module name, as Megatron's layers are named in both its legacy models
-// (query_key_value, dense_h_to_4h, ...) and Megatron-core (linear_qkv, linear_fc1, ...).
+// model tensor is matched across ranks by name and assembled by its layer's role
+// (formats/megatron/tensor_parallel.h); pipeline stages and model chunks renumber the layers.
 #include "formats/megatron/megatron.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <map>
 #include <optional>
 
 #include "core/printable.h"
+#include "formats/megatron/tensor_parallel.h"
 #include "formats/pytorch/pytorch.h"
 
 namespace tensormorph::megatron {
 namespace {
 
 namespace fs = std::filesystem;
-using pytorch::PickleKind;
-using pytorch::PickleValue;
 
 constexpr std::string_view kLatestIteration = "latest_checkpointed_iteration.txt";
 constexpr std::string_view kModelPrefix = "model.";
-
-/// How a parallel layer's parameter is split across tensor-parallel ranks.
-enum class Role {
-  kColumn,      ///< output features split: dim 0 (weights and biases)
-  kGatedColumn, ///< a SwiGLU input projection: each rank holds its rows of the gate, then of the up half
-  kRow,         ///< input features split: dim 1 (weights)
-  kReplicated,  ///< every rank holds the whole tensor (norms, row-parallel biases, position embeddings)
-  kUnknown,     ///< not inferable from the name
-};
-
-std::vector<std::string_view> components(std::string_view name) {
-  std::vector<std::string_view> parts;
-  for (size_t begin = 0;;) {
-    const size_t dot = name.find('.', begin);
-    parts.push_back(name.substr(begin, dot == std::string_view::npos ? std::string_view::npos : dot - begin));
-    if (dot == std::string_view::npos) return parts;
-    begin = dot + 1;
-  }
-}
-
-Role role_of(std::string_view name, bool swiglu) {
-  const auto parts = components(name);
-  const std::string_view leaf = parts.back();
-  const std::string_view module = parts.size() >= 2 ? parts[parts.size() - 2] : std::string_view();
-  const std::string_view parent = parts.size() >= 3 ? parts[parts.size() - 3] : std::string_view();
-  if (leaf.find("norm") != std::string_view::npos || module.find("norm") != std::string_view::npos) return Role::kReplicated;
-  const bool weight_or_bias = leaf == "weight" || leaf == "bias";
-  static constexpr std::array<std::string_view, 7> kColumn = {"query_key_value", "linear_qkv", "dense_h_to_4h", "linear_fc1",
-                                                               "word_embeddings", "output_layer", "lm_head"};
-  if (weight_or_bias && std::find(kColumn.begin(), kColumn.end(), module) != kColumn.end()) {
-    return swiglu && (module == "dense_h_to_4h" || module == "linear_fc1") ? Role::kGatedColumn : Role::kColumn;
-  }
-  const bool row_parallel = module == "linear_proj" || module == "dense_4h_to_h" || module == "linear_fc2" ||
-                            (module == "dense" && (parent == "self_attention" || parent == "attention"));
-  if (row_parallel && leaf == "weight") return Role::kRow;
-  if (row_parallel && leaf == "bias") return Role::kReplicated;
-  if (module == "position_embeddings" && leaf == "weight") return Role::kReplicated;
-  return Role::kUnknown;
-}
 
 std::string trim(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
@@ -187,34 +143,6 @@ Result<RankGrid> rank_archives(const fs::path& directory) {
   return grid;
 }
 
-/// What the training arguments pickled beside the model say (Megatron's `args`, an argparse Namespace).
-struct TrainingArgs {
-  bool swiglu = false;
-  std::optional<int64_t> tensor_parallel_size;
-  std::optional<int64_t> pipeline_parallel_size;
-  std::optional<int64_t> virtual_pipeline_size;  ///< model chunks per stage (interleaved schedule)
-};
-
-TrainingArgs training_args(const pytorch::PickleTree& tree) {
-  TrainingArgs args;
-  const PickleValue* root = tree.root();
-  if (root == nullptr || root->kind != PickleKind::kDict) return args;
-  const PickleValue* namespace_object = root->get("args");
-  const PickleValue* fields = namespace_object != nullptr ? namespace_object->state : nullptr;
-  if (fields == nullptr || fields->kind != PickleKind::kDict) return args;
-  if (const PickleValue* v = fields->get("swiglu"); v != nullptr && v->kind == PickleKind::kBool) args.swiglu = v->boolean;
-  if (const PickleValue* v = fields->get("tensor_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
-    args.tensor_parallel_size = v->integer;
-  }
-  if (const PickleValue* v = fields->get("pipeline_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
-    args.pipeline_parallel_size = v->integer;
-  }
-  if (const PickleValue* v = fields->get("virtual_pipeline_model_parallel_size"); v != nullptr && v->kind == PickleKind::kInt) {
-    args.virtual_pipeline_size = v->integer;
-  }
-  return args;
-}
-
 /// The model chunk `name` belongs to under an interleaved schedule ("model3.x" -> 3), or nullopt.
 std::optional<size_t> model_chunk_of(std::string_view name) {
   if (!name.starts_with("model")) return std::nullopt;
@@ -222,24 +150,6 @@ std::optional<size_t> model_chunk_of(std::string_view name) {
   while (end < name.size() && end < 9 && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
   if (end == 5 || end >= name.size() || name[end] != '.') return std::nullopt;
   return std::stoull(std::string(name.substr(5, end - 5)));
-}
-
-/// The chunk of `part` (rank `rank`'s tensor) that starts at `start` rows of the global tensor,
-/// holding `rows` of the part's rows from row `first_row` (dimension 0) or all of it.
-TensorChunk chunk_of(const TensorInfo& part, uint32_t file, std::vector<uint64_t> start, uint64_t first_row, uint64_t rows) {
-  TensorChunk chunk;
-  chunk.start = std::move(start);
-  chunk.sizes = part.shape;
-  chunk.file = file;
-  chunk.strides = part.strides;
-  uint64_t row_elems = 1;
-  for (size_t d = 1; d < part.shape.size(); ++d) row_elems *= part.shape[d];
-  const uint64_t row_stride = part.strides.empty() ? row_elems : static_cast<uint64_t>(part.strides[0]);
-  const uint64_t skip = first_row * row_stride * dtype_info(part.dtype).block_bytes;
-  chunk.offset = part.offset + skip;
-  chunk.nbytes = part.nbytes - std::min(skip, part.nbytes);
-  if (!chunk.sizes.empty() && rows != 0) chunk.sizes[0] = rows;
-  return chunk;
 }
 
 }  // namespace
@@ -257,41 +167,6 @@ namespace {
 
 /// Where the layer number of `name` is ("decoder.layers.K." or any ".layers.K."): its digits'
 /// position and length; nullopt when the name has none.
-/// A user's rule for tensors whose layer name does not tell their split (OpenOptions).
-struct UserRule {
-  std::string text;  ///< as given
-  std::string glob;
-  Role role = Role::kColumn;
-  size_t dim = 0;
-  uint64_t matched = 0;
-};
-
-Result<std::vector<UserRule>> parse_rules(std::span<const std::string> rules) {
-  std::vector<UserRule> parsed;
-  for (const std::string& text : rules) {
-    const size_t eq = text.rfind('=');
-    UserRule rule;
-    rule.text = text;
-    rule.glob = eq == std::string::npos ? "" : text.substr(0, eq);
-    const std::string how = eq == std::string::npos ? "" : text.substr(eq + 1);
-    if (how == "replicated") {
-      rule.role = Role::kReplicated;
-    } else if (how == "gated") {
-      rule.role = Role::kGatedColumn;
-    } else if (all_digits(how) && how.size() <= 2) {
-      rule.dim = std::stoul(how);
-    } else {
-      rule.glob.clear();
-    }
-    if (rule.glob.empty()) {
-      return Status::InvalidArgument("tensor-parallel rule " + quoted_name(text, 80) +
-                                     ": expected GLOB=DIM (a dimension number), GLOB=gated or GLOB=replicated");
-    }
-    parsed.push_back(std::move(rule));
-  }
-  return parsed;
-}
-
 std::optional<std::pair<size_t, size_t>> layer_number(std::string_view name) {
   const size_t at = name.find(".layers.");
   if (at == std::string_view::npos) return std::nullopt;
@@ -305,7 +180,6 @@ std::optional<std::pair<size_t, size_t>> layer_number(std::string_view name) {
 }  // namespace
 
 Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, std::span<const std::string> rules) {
-  TM_ASSIGN_OR_RETURN(std::vector<UserRule> user_rules, parse_rules(rules));
   TM_ASSIGN_OR_RETURN(const fs::path iteration, iteration_directory(directory));
   TM_ASSIGN_OR_RETURN(const RankGrid grid, rank_archives(iteration));
   std::vector<std::unique_ptr<Checkpoint>> ranks;  // stage-major, as grid.archives
@@ -317,6 +191,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
   }
   TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(grid.archives[0]));
   const TrainingArgs args = training_args(tree);
+  TM_ASSIGN_OR_RETURN(TensorParallelJoin join, TensorParallelJoin::make(rules, args.swiglu));
   const size_t n = grid.tensor;
   if (args.tensor_parallel_size && *args.tensor_parallel_size != static_cast<int64_t>(n)) {
     return Status::FormatError(grid.archives[0].string() + ": its args say tensor_model_parallel_size=" +
@@ -399,66 +274,24 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
         tensors.push_back(std::move(copy));
         continue;
       }
-      std::vector<const TensorInfo*> parts;
-      for (size_t r = 0; r < n; ++r) parts.push_back(ranks[file_of(r)]->find(name));
-      const bool alike = std::all_of(parts.begin(), parts.end(), [&](const TensorInfo* p) {
-        return p != nullptr && p->dtype == first.dtype && p->shape == first.shape;
-      });
-      Role role = role_of(std::string_view(name).substr(prefix.size()), args.swiglu);
-      size_t dim = role == Role::kRow ? 1 : 0;
-      const auto rule = std::find_if(user_rules.begin(), user_rules.end(), [&](const UserRule& r) {
-        return fnmatch(r.glob.c_str(), global.c_str(), 0) == 0;
-      });
-      if (rule != user_rules.end()) {
-        role = rule->role;
-        dim = rule->dim;
-        ++rule->matched;
-        if (role != Role::kReplicated && dim >= first.shape.size()) {
-          return Status::InvalidArgument("tensor-parallel rule " + quoted_name(rule->text, 80) + ": tensor " + quoted_name(global) +
-                                         " has " + std::to_string(first.shape.size()) + " dimension" +
-                                         (first.shape.size() == 1 ? "" : "s") + ", so it cannot be joined along dim " +
-                                         std::to_string(dim));
+      // Each rank's part, its file the rank's archive in this checkpoint.
+      std::vector<TensorInfo> located(n);
+      std::vector<const TensorInfo*> parts(n, nullptr);
+      for (size_t r = 0; r < n; ++r) {
+        if (const TensorInfo* part = ranks[file_of(r)]->find(name)) {
+          located[r] = *part;
+          located[r].file = file_of(r);
+          parts[r] = &located[r];
         }
       }
-      const bool splittable = role != Role::kReplicated && role != Role::kUnknown;
-      const DTypeInfo& info = dtype_info(first.dtype);
-      if (!alike || role == Role::kUnknown || (splittable && (first.shape.size() <= dim || info.block_elems != 1)) ||
-          (role == Role::kGatedColumn && first.shape[0] % 2 != 0)) {
+      TM_ASSIGN_OR_RETURN(JoinResult joined, join.join(global, std::string_view(name).substr(prefix.size()), parts));
+      if (joined.kind == JoinKind::kPerRank) {
         per_rank_names.push_back(global);
         list_per_rank(name);
         continue;
       }
-      if (role == Role::kReplicated) {
-        TensorInfo copy = first;
-        copy.name = global;
-        copy.file = file_of(0);
-        tensors.push_back(std::move(copy));
-        continue;
-      }
-      TensorInfo whole;
-      whole.name = global;
-      whole.dtype = first.dtype;
-      whole.shape = first.shape;
-      whole.shape[dim] *= n;
-      whole.file = file_of(0);
-      whole.offset = first.offset;
-      TM_ASSIGN_OR_RETURN(whole.nbytes, dtype_storage_bytes(whole.dtype, whole.elements()));
-      for (size_t r = 0; r < n; ++r) {
-        std::vector<uint64_t> start(whole.shape.size(), 0);
-        if (role == Role::kGatedColumn) {
-          // Rank r holds [gate rows r*h .. (r+1)*h; up rows r*h .. (r+1)*h] of [gate; up].
-          const uint64_t half = first.shape[0] / 2;
-          start[0] = r * half;
-          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, 0, half));
-          start[0] = n * half + r * half;
-          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, half, half));
-        } else {
-          start[dim] = r * first.shape[dim];
-          whole.chunks.push_back(chunk_of(*parts[r], file_of(r), start, 0, 0));
-        }
-      }
-      assembled += 1;
-      tensors.push_back(std::move(whole));
+      assembled += joined.kind == JoinKind::kJoined ? 1 : 0;
+      tensors.push_back(std::move(joined.tensor));
     }
     layer_offset += stage_layers;
   }
@@ -477,11 +310,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
     notes.push_back("listed per rank (" + per_rank_form + "): " + names_text(repeated_names) +
                     " also in a later pipeline stage (a tied embedding's copy); the whole tensor is the first stage's");
   }
-  uint64_t by_rule = 0;
-  for (const UserRule& rule : user_rules) {
-    by_rule += rule.matched;
-    if (rule.matched == 0) notes.push_back("tensor-parallel rule " + quoted_name(rule.text, 80) + " matched no model tensor");
-  }
+  for (std::string& note : join.unmatched_rule_notes()) notes.push_back(std::move(note));
   for (const std::string& note : ranks[0]->notes()) notes.push_back(rank_directory(grid, 0, 0) + ": " + note);
   std::vector<FormatFact> facts = {
       {"megatron.tensor_parallel_size", n, std::nullopt},
@@ -491,7 +320,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
       {"megatron.swiglu", args.swiglu, std::nullopt},
       {"megatron.tensors_assembled", assembled, std::nullopt},
       {"megatron.tensors_per_rank", per_rank_names.size(), std::nullopt},
-      {"megatron.tensors_by_user_rule", by_rule, std::nullopt},
+      {"megatron.tensors_by_user_rule", join.decided_by_rules(), std::nullopt},
   };
   return std::make_unique<Checkpoint>(CheckpointFormat::kMegatron, directory, std::move(files), std::move(tensors),
                                       std::vector<MetadataEntry>{}, std::move(notes), std::move(facts));
