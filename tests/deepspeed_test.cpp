@@ -134,6 +134,82 @@ TEST(DeepSpeed, InfoListsEachParametersPiecesAndTheFlatLayout) {
       << info.out;
 }
 
+TEST(DeepSpeed, ModelParallelRanksAreJoinedByLayerRoleFromTheirDataParallelPartitions) {
+  auto opened = open_checkpoint(fixture("tp2"));  // the tag directory itself
+  ASSERT_FALSE(opened.ok());  // tp2 holds global_step7 and no `latest`
+  opened = open_checkpoint(fixture("tp2/global_step7"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  ASSERT_EQ(ckpt.files().size(), 6u);  // per model-parallel rank: model states, then data-parallel ranks 0 and 1
+  EXPECT_EQ(ckpt.files()[3].path.filename(), "mp_rank_01_model_states.pt");
+  expect_fixture_tensors(ckpt, "tp2.expected.json");
+  EXPECT_EQ(fact(ckpt, "deepspeed.model_parallel_size"), "2");
+  EXPECT_EQ(fact(ckpt, "deepspeed.world_size"), "2");
+  EXPECT_EQ(fact(ckpt, "deepspeed.tensors_joined"), "6");  // 5 weights of known role and the qkv bias
+  EXPECT_EQ(fact(ckpt, "deepspeed.tensors_per_rank"), "2");
+  // Each rank's SwiGLU part [gate rows; up rows] is 3 rows in its data-parallel rank 0 and 1 in
+  // rank 1: the 3 rows are cut at the gate/up boundary, so each model-parallel rank gives 3 blocks.
+  const TensorInfo* gated = ckpt.find("language_model.encoder.layers.0.mlp.dense_h_to_4h.weight");
+  ASSERT_NE(gated, nullptr);
+  ASSERT_EQ(gated->chunks.size(), 6u);
+  EXPECT_EQ(gated->chunks[0].start, (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(gated->chunks[0].sizes, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(gated->chunks[1].start, (std::vector<uint64_t>{4, 0}));  // its first up row, right after its 2 gate rows
+  EXPECT_EQ(gated->chunks[1].offset, gated->chunks[0].offset + 6 * 4);
+  EXPECT_EQ(gated->chunks[2].file, 2u);                               // the last up row, in data-parallel rank 1
+  EXPECT_EQ(gated->chunks[5].start, (std::vector<uint64_t>{7, 0}));
+  EXPECT_EQ(gated->chunks[5].file, 5u);
+  bool noted = false;
+  for (const std::string& note : ckpt.notes()) noted = noted || note.find("listed per rank (mp_rank_MM/<name>)") != std::string::npos;
+  EXPECT_TRUE(noted);
+  for (const MetadataEntry& m : ckpt.metadata()) EXPECT_TRUE(m.key.starts_with("deepspeed.pieces.mp_rank_0")) << m.key;
+
+  // A rule joins what the names do not tell.
+  OpenOptions options;
+  options.tensor_parallel_rules = {"*.mystery.weight=0"};
+  auto ruled = open_checkpoint(fixture("tp2/global_step7"), options);
+  ASSERT_TRUE(ruled.ok()) << ruled.status().to_string();
+  const TensorInfo* mystery = (*ruled)->find("language_model.encoder.layers.0.mlp.mystery.weight");
+  ASSERT_NE(mystery, nullptr);
+  EXPECT_EQ(mystery->shape, (std::vector<uint64_t>{6, 1}));
+  EXPECT_EQ((*ruled)->find("mp_rank_00/language_model.encoder.layers.0.mlp.mystery.weight"), nullptr);
+}
+
+TEST(DeepSpeed, Zero3ModelParallelRanksAreEachReadWithTheirOwnModelStates) {
+  // The zero3 fixture's archives copied as a second model-parallel rank: its names tell no split,
+  // so each rank's parameters are listed per rank, and a rule joins them.
+  testing::TempDir temp;
+  const fs::path set = temp / "global_step3";
+  fs::copy(fixture("zero3/global_step3"), set, fs::copy_options::recursive);
+  for (const auto& entry : fs::directory_iterator(fixture("zero3/global_step3"))) {
+    std::string name = entry.path().filename().string();
+    name.replace(name.find("mp_rank_00"), 10, "mp_rank_01");
+    fs::copy_file(entry.path(), set / name);
+  }
+  auto opened = open_checkpoint(set);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  EXPECT_EQ((*opened)->files().size(), 8u);  // per model-parallel rank: 2 optimizer states, 2 model states
+  for (const char* name : {"a.weight", "d.scale", "frozen.embed", "pos.buffer"}) {
+    const TensorInfo* first = (*opened)->find(std::string("mp_rank_00/") + name);
+    const TensorInfo* second = (*opened)->find(std::string("mp_rank_01/") + name);
+    ASSERT_TRUE(first != nullptr && second != nullptr) << name;
+    EXPECT_GE(second->file, 4u) << name;
+    EXPECT_EQ(testing::to_hex(*(*opened)->tensor_bytes(*first)), testing::to_hex(*(*opened)->tensor_bytes(*second))) << name;
+  }
+  OpenOptions options;
+  options.tensor_parallel_rules = {"frozen.embed=1"};
+  auto joined = open_checkpoint(set, options);
+  ASSERT_TRUE(joined.ok()) << joined.status().to_string();
+  const TensorInfo* embed = (*joined)->find("frozen.embed");
+  ASSERT_NE(embed, nullptr);
+  EXPECT_EQ(embed->shape, (std::vector<uint64_t>{3, 6}));
+  std::ifstream in(fixture("zero3.expected.json"));
+  const std::string half = nlohmann::json::parse(in)["frozen.embed"]["hex"];  // 3 rows of 3 F16 values
+  std::string rows;
+  for (size_t r = 0; r < 3; ++r) rows += half.substr(r * 12, 12) + half.substr(r * 12, 12);
+  EXPECT_EQ(testing::to_hex(*(*joined)->tensor_bytes(*embed)), rows);
+}
+
 /// The zero2 fixture copied, with one rank's optimizer states replaced by a damaged stand-in.
 fs::path damaged_copy(const testing::TempDir& temp, std::string_view malformed, int rank) {
   const fs::path to = temp / "zero2";
@@ -224,6 +300,33 @@ TEST(DeepSpeed, RanksOfAnotherStageOrModelStatesWithoutShapesAreRefused) {
     ASSERT_FALSE(opened.ok());
     EXPECT_EQ(opened.status().code(), StatusCode::kUnsupported) << opened.status().to_string();
     EXPECT_NE(opened.status().message().find("mp_rank_00_model_states.pt: no param_shapes"), std::string::npos) << opened.status().to_string();
+  }
+}
+
+TEST(DeepSpeed, ModelParallelSetsMissingARankFailNamingIt) {
+  const auto without = [](const testing::TempDir& temp, std::initializer_list<const char*> names) {
+    const fs::path set = temp / "global_step7";
+    fs::copy(fixture("tp2/global_step7"), set, fs::copy_options::recursive);
+    for (const char* name : names) fs::remove(set / name);
+    return set;
+  };
+  {
+    testing::TempDir temp;
+    expect_failure(without(temp, {"zero_pp_rank_1_mp_rank_01_optim_states.pt"}),
+                   {"data-parallel rank 1 is missing (zero_pp_rank_1_mp_rank_01_optim_states.pt), yet "
+                    "zero_pp_rank_0_mp_rank_01_optim_states.pt says partition_count=2"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(without(temp, {"mp_rank_01_model_states.pt", "zero_pp_rank_0_mp_rank_01_optim_states.pt",
+                                  "zero_pp_rank_1_mp_rank_01_optim_states.pt"}),
+                   {"mp_rank_00_model_states.pt: says mp_world_size=2, but ", "holds 1 model-parallel rank (mp_rank_00)"});
+  }
+  {
+    testing::TempDir temp;
+    expect_failure(without(temp, {"mp_rank_01_model_states.pt"}),
+                   {"mp_rank_01 has optimizer states (zero_pp_rank_0_mp_rank_01_optim_states.pt) but no model states "
+                    "(mp_rank_01_model_states.pt"});
   }
 }
 

@@ -114,7 +114,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path, const 
   fs::path target = path;
   if (fs::is_directory(path, ec)) {
     if (dcp::is_dcp_directory(path)) return dcp::open_directory(path);
-    if (deepspeed::is_zero_directory(path)) return deepspeed::open_directory(path);
+    if (deepspeed::is_zero_directory(path)) return deepspeed::open_directory(path, options.tensor_parallel_rules);
     if (megatron::is_tensor_parallel_directory(path)) return megatron::open_directory(path, options.tensor_parallel_rules);
     TM_ASSIGN_OR_RETURN(target, resolve_directory(path));
   } else if (!fs::exists(path, ec)) {

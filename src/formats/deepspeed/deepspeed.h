@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "tensormorph/checkpoint.h"
 
@@ -15,7 +17,9 @@ namespace tensormorph::deepspeed {
 /// True when `directory` holds ZeRO model and optimizer states, or a `latest` file beside them.
 bool is_zero_directory(const std::filesystem::path& directory);
 
-/// Opens the checkpoint in `directory`, or in the tag directory its `latest` file names.
-Result<std::unique_ptr<Checkpoint>> open_directory(const std::filesystem::path& directory);
+/// Opens the checkpoint in `directory`, or in the tag directory its `latest` file names. With model
+/// parallelism, `rules` (OpenOptions::tensor_parallel_rules) say how tensors join where the layer's
+/// name does not tell it.
+Result<std::unique_ptr<Checkpoint>> open_directory(const std::filesystem::path& directory, std::span<const std::string> rules = {});
 
 }  // namespace tensormorph::deepspeed

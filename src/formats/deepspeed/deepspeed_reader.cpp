@@ -1,20 +1,18 @@
-// DeepSpeed ZeRO checkpoints: the ranks' flat fp32 partitions are cut into parameters in
-// param_shapes order, as zero_to_fp32 reassembles them. ZeRO-1/2 flatten each param group and cut
-// it into one partition per rank, so a parameter is a run of the group's concatenated partitions;
-// ZeRO-3 cuts every parameter into ceil(numel / world) elements per rank. A parameter that lies in
-// one rank's partition is mapped in place; one spread over ranks is listed as the blocks it is made
-// of (each one contiguous run of a partition) and gathered on first read.
+// DeepSpeed ZeRO checkpoints: finding the tag directory and the ranks' archives, reading each
+// model-parallel rank (zero_partitions.h), and, with model parallelism, joining the ranks' parts of
+// each tensor as Megatron's layers split them (formats/megatron/tensor_parallel.h).
 #include "formats/deepspeed/deepspeed.h"
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "core/printable.h"
-#include "formats/deepspeed/zero_states.h"
+#include "formats/deepspeed/zero_partitions.h"
+#include "formats/megatron/tensor_parallel.h"
 #include "formats/pytorch/pytorch.h"
 
 namespace tensormorph::deepspeed {
@@ -24,28 +22,34 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kLatest = "latest";
 constexpr std::string_view kModelStates = "mp_rank_00_model_states.pt";
-constexpr std::string_view kZero3ModelStates = "zero_pp_rank_0_mp_rank_00_model_states.pt";
 constexpr std::string_view kOptimHead = "zero_pp_rank_";
+constexpr std::string_view kZero3ModelStates = "zero_pp_rank_0_mp_rank_00_model_states.pt";
 constexpr std::string_view kOptimTail = "_mp_rank_00_optim_states.pt";
-constexpr std::string_view kBf16Prefix = "bf16_";  // DeepSpeed's bf16 optimizer names its archives so
-constexpr uint64_t kF32 = 4;
 
-/// The data-parallel rank an optimizer-states archive's name gives; nullopt for other names.
-std::optional<uint32_t> optim_rank(std::string_view name) {
+bool digits_only(std::string_view text) {
+  return !text.empty() && text.size() <= 6 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// The (data-parallel, model-parallel) ranks an optimizer-states archive's name gives; nullopt for
+/// other names.
+std::optional<std::pair<uint32_t, uint32_t>> optim_rank(std::string_view name) {
+  constexpr std::string_view kMiddle = "_mp_rank_", kEnd = "_optim_states.pt";
   if (name.starts_with(kBf16Prefix)) name.remove_prefix(kBf16Prefix.size());
-  if (!name.starts_with(kOptimHead) || !name.ends_with(kOptimTail)) return std::nullopt;
-  const std::string_view digits = name.substr(kOptimHead.size(), name.size() - kOptimHead.size() - kOptimTail.size());
-  if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return static_cast<uint32_t>(std::stoul(std::string(digits)));
+  if (!name.starts_with(kOptimHead) || !name.ends_with(kEnd)) return std::nullopt;
+  name = name.substr(kOptimHead.size(), name.size() - kOptimHead.size() - kEnd.size());
+  const size_t middle = name.find(kMiddle);
+  if (middle == std::string_view::npos) return std::nullopt;
+  const std::string_view dp = name.substr(0, middle), mp = name.substr(middle + kMiddle.size());
+  if (!digits_only(dp) || !digits_only(mp) || mp.size() < 2) return std::nullopt;
+  return std::pair(static_cast<uint32_t>(std::stoul(std::string(dp))), static_cast<uint32_t>(std::stoul(std::string(mp))));
 }
 
 bool holds_zero_states(const fs::path& directory) {
   std::error_code ec;
   if (!fs::is_regular_file(directory / kModelStates, ec) && !fs::is_regular_file(directory / kZero3ModelStates, ec)) return false;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
-    if (entry.is_regular_file() && optim_rank(entry.path().filename().string())) return true;
+    const auto ranks = entry.is_regular_file() ? optim_rank(entry.path().filename().string()) : std::nullopt;
+    if (ranks && ranks->second == 0) return true;
   }
   return false;
 }
@@ -93,21 +97,20 @@ Result<fs::path> tag_directory(const fs::path& directory) {
   return named;
 }
 
-/// The ranks' optimizer-states archives, rank order (every rank from 0 to the highest found).
-Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
-  std::map<uint32_t, fs::path> found;
+/// The optimizer-states archives, [model-parallel rank][data-parallel rank]: every model-parallel
+/// rank from 0 to the highest found, each with every data-parallel rank from 0 to its highest.
+Result<std::vector<std::vector<fs::path>>> rank_archives(const fs::path& directory) {
+  std::map<uint32_t, std::map<uint32_t, fs::path>> found;  // mp -> dp -> archive
   bool bf16 = false;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file()) continue;
-    if (name.find("_mp_rank_") != std::string::npos && name.find("_mp_rank_00_") == std::string::npos) {
-      return Status::Unsupported(directory.string() + ": holds " + quoted_name(name) +
-                                 ", an archive of another model-parallel rank; only ZeRO checkpoints of one model-parallel rank are read");
-    }
-    if (const auto rank = optim_rank(name)) {
-      if (!found.emplace(*rank, entry.path()).second) {
-        return Status::FormatError(directory.string() + ": two optimizer-states archives for data-parallel rank " + std::to_string(*rank));
+    if (const auto ranks = optim_rank(name)) {
+      const auto [dp, mp] = *ranks;
+      if (!found[mp].emplace(dp, entry.path()).second) {
+        return Status::FormatError(directory.string() + ": two optimizer-states archives for data-parallel rank " + std::to_string(dp) +
+                                   (mp > 0 ? " of " + mp_rank_name(mp) : ""));
       }
       bf16 = bf16 || name.starts_with(kBf16Prefix);
     }
@@ -116,206 +119,87 @@ Result<std::vector<fs::path>> rank_archives(const fs::path& directory) {
   if (found.empty()) {
     return Status::NotFound(directory.string() + ": no zero_pp_rank_R" + std::string(kOptimTail) + " optimizer-states archives");
   }
-  std::vector<fs::path> archives;
-  for (uint32_t rank = 0; rank <= found.rbegin()->first; ++rank) {
-    const auto it = found.find(rank);
-    if (it == found.end()) {
-      return Status::NotFound(directory.string() + ": data-parallel rank " + std::to_string(rank) + " is missing (" + (bf16 ? "bf16_" : "") +
-                              std::string(kOptimHead) + std::to_string(rank) + std::string(kOptimTail) + "), yet rank " +
-                              std::to_string(found.rbegin()->first) + " is present");
+  std::vector<std::vector<fs::path>> archives;
+  const uint32_t last_mp = found.rbegin()->first;
+  for (uint32_t mp = 0; mp <= last_mp; ++mp) {
+    const auto ranks = found.find(mp);
+    if (ranks == found.end()) {
+      return Status::NotFound(directory.string() + ": model-parallel rank " + std::to_string(mp) + " is missing (no " +
+                              optim_states_name(0, mp, bf16) + "), yet " + mp_rank_name(last_mp) + " is present");
     }
-    archives.push_back(it->second);
+    std::vector<fs::path>& row = archives.emplace_back();
+    const uint32_t last_dp = ranks->second.rbegin()->first;
+    for (uint32_t dp = 0; dp <= last_dp; ++dp) {
+      const auto it = ranks->second.find(dp);
+      if (it == ranks->second.end()) {
+        return Status::NotFound(directory.string() + ": data-parallel rank " + std::to_string(dp) + " is missing (" + optim_states_name(dp, mp, bf16) +
+                                "), yet rank " + std::to_string(last_dp) + " is present");
+      }
+      row.push_back(it->second);
+    }
   }
   return archives;
 }
 
-/// A run of a parameter's elements stored consecutively in one rank's flat group.
-struct Piece {
-  uint32_t rank = 0;
-  uint32_t group = 0;
-  uint64_t first = 0;  ///< element of the rank's flat group
-  uint64_t count = 0;
-  uint64_t at = 0;     ///< element of the parameter (row-major)
+/// The model-parallel ranks' tensors joined into whole ones.
+struct JoinedRanks {
+  std::vector<TensorInfo> tensors;
+  std::vector<std::string> notes;
+  uint64_t joined = 0;    ///< tensors joined from the ranks' parts
+  uint64_t per_rank = 0;  ///< names listed once per rank
 };
 
-using BlockSink = std::function<void(const std::vector<uint64_t>& start, const std::vector<uint64_t>& sizes, uint64_t first)>;
-
-/// Cuts elements [begin, end) of the sub-tensor at `start[0..dim)` (first element `base`) of a
-/// row-major `shape` into blocks that are each one run of the row-major order: a block's dimensions
-/// after its first one longer than 1 are whole.
-void cut_range(const std::vector<uint64_t>& shape, size_t dim, std::vector<uint64_t>& start, uint64_t base, uint64_t begin,
-               uint64_t end, const BlockSink& emit) {
-  if (begin >= end) return;
-  if (dim + 1 >= shape.size()) {
-    std::vector<uint64_t> sizes(shape.size(), 1);
-    if (!shape.empty()) {
-      start[dim] = begin;
-      sizes[dim] = end - begin;
-    }
-    emit(start, sizes, base + begin);
-    if (!shape.empty()) start[dim] = 0;
-    return;
+/// Joins the ranks' tensors by name, as Megatron's tensor-parallel layers split them (or as `rules`
+/// say); a tensor whose split cannot be inferred is listed per rank as "mp_rank_MM/<name>".
+Result<JoinedRanks> join_model_parallel_ranks(const std::vector<RankPart>& parts, std::span<const std::string> rules) {
+  TM_ASSIGN_OR_RETURN(megatron::TensorParallelJoin join, megatron::TensorParallelJoin::make(rules, parts[0].model.args.swiglu));
+  std::vector<std::map<std::string_view, const TensorInfo*>> by_name(parts.size());
+  for (size_t mp = 0; mp < parts.size(); ++mp) {
+    for (const TensorInfo& t : parts[mp].tensors) by_name[mp].emplace(t.name, &t);
   }
-  uint64_t inner = 1;
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  const uint64_t first_whole = (begin + inner - 1) / inner, last_whole = end / inner;
-  const auto slice = [&](uint64_t i, uint64_t from, uint64_t to) {
-    start[dim] = i;
-    cut_range(shape, dim + 1, start, base + i * inner, from, to, emit);
-    start[dim] = 0;
+  JoinedRanks out;
+  std::vector<std::string> per_rank_names;
+  std::set<std::string_view> listed;
+  const auto list_per_rank = [&](const std::string& name) {
+    if (!listed.insert(name).second) return;
+    per_rank_names.push_back(name);
+    for (uint32_t mp = 0; mp < parts.size(); ++mp) {
+      if (const auto it = by_name[mp].find(name); it != by_name[mp].end()) {
+        TensorInfo copy = *it->second;
+        copy.name = mp_rank_name(mp) + "/" + name;
+        out.tensors.push_back(std::move(copy));
+      }
+    }
   };
-  if (first_whole > last_whole) return slice(begin / inner, begin % inner, end - (begin / inner) * inner);
-  if (begin < first_whole * inner) slice(first_whole - 1, begin - (first_whole - 1) * inner, inner);
-  if (last_whole > first_whole) {
-    std::vector<uint64_t> sizes(shape.size(), 1);
-    sizes[dim] = last_whole - first_whole;
-    for (size_t d = dim + 1; d < shape.size(); ++d) sizes[d] = shape[d];
-    start[dim] = first_whole;
-    emit(start, sizes, base + first_whole * inner);
-    start[dim] = 0;
-  }
-  if (end > last_whole * inner) slice(last_whole, 0, end - last_whole * inner);
-}
-
-/// A run of a parameter's elements in a 1-D source tensor: elements [first, first + count) of
-/// `source` are elements [at, at + count) of the parameter (row-major).
-struct Run {
-  const TensorInfo* source = nullptr;
-  uint64_t first = 0;
-  uint64_t count = 0;
-  uint64_t at = 0;
-};
-
-/// The parameter `param` of `dtype` made of `runs` (in order): mapped in place when one run holds
-/// it, otherwise chunks, each one run of the row-major order within one source.
-TensorInfo assembled_tensor(const ParamShape& param, DType dtype, const std::vector<Run>& runs) {
-  const uint64_t element_bytes = dtype_info(dtype).block_bytes;
-  TensorInfo t;
-  t.name = param.name;
-  t.dtype = dtype;
-  t.shape = param.shape;
-  t.nbytes = param.elements * element_bytes;
-  if (runs.empty()) return t;
-  t.file = runs[0].source->file;
-  t.offset = runs[0].source->offset + runs[0].first * element_bytes;
-  if (runs.size() == 1) return t;
-  for (const Run& run : runs) {
-    std::vector<uint64_t> start(param.shape.size(), 0);
-    cut_range(param.shape, 0, start, 0, run.at, run.at + run.count,
-              [&](const std::vector<uint64_t>& block_start, const std::vector<uint64_t>& sizes, uint64_t first) {
-                uint64_t count = 1;
-                for (uint64_t size : sizes) count *= size;
-                TensorChunk chunk;
-                chunk.start = block_start;
-                chunk.sizes = sizes;
-                chunk.file = run.source->file;
-                chunk.offset = run.source->offset + (run.first + (first - run.at)) * element_bytes;
-                chunk.nbytes = count * element_bytes;
-                t.chunks.push_back(std::move(chunk));
-              });
-  }
-  return t;
-}
-
-/// An optimizer-held parameter: its pieces of the ranks' flat fp32 groups.
-TensorInfo parameter_tensor(const ParamShape& param, const std::vector<Piece>& pieces,
-                            const std::vector<std::vector<TensorInfo>>& flat /* [rank][group] */) {
-  std::vector<Run> runs;
-  for (const Piece& piece : pieces) runs.push_back({&flat[piece.rank][piece.group], piece.first, piece.count, piece.at});
-  TensorInfo t = assembled_tensor(param, DType::kF32, runs);
-  if (runs.empty()) {
-    t.file = flat[0][0].file;
-    t.offset = flat[0][0].offset;
-  }
-  return t;
-}
-
-/// The elements [first, first + count) of a rank's groups laid end to end, as runs of its groups.
-void pieces_of_rank_run(const std::vector<uint64_t>& group_start, const std::vector<uint64_t>& lengths, uint32_t rank, uint64_t first,
-                        uint64_t count, uint64_t at, std::vector<Piece>* pieces) {
-  for (uint32_t g = 0; g < lengths.size() && count > 0; ++g) {
-    const uint64_t begin = group_start[g], end = begin + lengths[g];
-    if (first >= end || first + count <= begin) continue;
-    const uint64_t from = std::max(first, begin), to = std::min(first + count, end);
-    pieces->push_back({rank, g, from - begin, to - from, at + (from - first)});
-  }
-}
-
-/// Per piece: "<rank archive> group G elements [a, b) at byte N = elements [c, d)" of the parameter.
-nlohmann::ordered_json describe_pieces(const std::vector<Piece>& pieces, const std::vector<std::vector<TensorInfo>>& flat,
-                                       const std::vector<fs::path>& archives) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const Piece& p : pieces) {
-    list.push_back(archives[p.rank].filename().string() + " group " + std::to_string(p.group) + " elements [" + std::to_string(p.first) +
-                   ", " + std::to_string(p.first + p.count) + ") at byte " + std::to_string(flat[p.rank][p.group].offset + p.first * kF32) +
-                   " = elements [" + std::to_string(p.at) + ", " + std::to_string(p.at + p.count) + ")");
-  }
-  return list;
-}
-
-/// ZeRO-3's frozen parameters, as zero_to_fp32 reassembles them: every rank's model states hold
-/// ceil(numel / world size) elements of each (`frozen_param_fragments`, in the parameter's dtype,
-/// the last rank's zero-padded), rank 0's part first. Rank 0's archive is `rank0`, file 0; the
-/// other ranks' archives are appended to `files`. Each parameter's pieces go to `metadata`.
-Result<std::vector<TensorInfo>> zero3_frozen_parameters(const fs::path& tag, const std::vector<ParamShape>& frozen, const Checkpoint& rank0,
-                                                        uint64_t ranks, std::vector<SourceFile>& files,
-                                                        std::vector<MetadataEntry>& metadata) {
-  std::vector<std::unique_ptr<Checkpoint>> others;
-  std::vector<const Checkpoint*> states = {&rank0};
-  std::vector<uint32_t> file_of = {0};
-  for (uint64_t r = 1; r < ranks; ++r) {
-    const fs::path path = tag / (std::string(kOptimHead) + std::to_string(r) + "_mp_rank_00_model_states.pt");
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
-      return Status::NotFound(tag.string() + ": data-parallel rank " + std::to_string(r) + "'s model states (" + path.filename().string() +
-                              ") are missing; they hold its part of the frozen parameters (first " + quoted_name(frozen[0].name) + ")");
+  for (const TensorInfo& t : parts[0].tensors) {
+    std::vector<const TensorInfo*> ranks;
+    for (const auto& names : by_name) {
+      const auto it = names.find(t.name);
+      ranks.push_back(it == names.end() ? nullptr : it->second);
     }
-    TM_ASSIGN_OR_RETURN(auto archive, pytorch::open_file(path));
-    file_of.push_back(static_cast<uint32_t>(files.size()));
-    files.push_back({path, archive->files()[0].size});
-    states.push_back(archive.get());
-    others.push_back(std::move(archive));
-  }
-  std::vector<TensorInfo> out;
-  for (const ParamShape& param : frozen) {
-    const uint64_t part = (param.elements + ranks - 1) / ranks;
-    std::vector<TensorInfo> fragments;  // located in this checkpoint's files
-    std::vector<Run> runs;
-    nlohmann::ordered_json pieces = nlohmann::ordered_json::array();
-    for (uint64_t r = 0; r < ranks; ++r) {
-      const fs::path& path = files[file_of[r]].path;
-      const TensorInfo* fragment = states[r]->find("frozen_param_fragments." + param.name);
-      if (fragment == nullptr) {
-        return Status::FormatError(path.string() + ": frozen_param_fragments has no " + quoted_name(param.name) +
-                                   ", which frozen_param_shapes lists");
-      }
-      const auto where = [&] { return path.string() + ": frozen_param_fragments " + quoted_name(param.name) + " at offset " + std::to_string(fragment->offset); };
-      if (fragment->shape.size() != 1 || fragment->shape[0] != part || !fragment->contiguous() || !fragment->chunks.empty()) {
-        return Status::FormatError(where() + " is " + fragment->shape_string() + ", not the [" + std::to_string(part) + "] elements of " +
-                                   "ceil(" + std::to_string(param.elements) + " / " + std::to_string(ranks) + ") a rank holds");
-      }
-      if (dtype_info(fragment->dtype).block_elems != 1 || (r > 0 && fragment->dtype != fragments[0].dtype)) {
-        return Status::FormatError(where() + " is " + std::string(dtype_name(fragment->dtype)) + (r > 0 ? ", but rank 0's is " + std::string(dtype_name(fragments[0].dtype)) : ""));
-      }
-      fragments.push_back(*fragment);
-      fragments.back().file = file_of[r];
+    TM_ASSIGN_OR_RETURN(megatron::JoinResult result, join.join(t.name, t.name, ranks));
+    if (result.kind == megatron::JoinKind::kPerRank) {
+      list_per_rank(t.name);
+      continue;
     }
-    for (uint64_t r = 0; r < ranks && r * part < param.elements; ++r) {
-      const uint64_t count = std::min(part, param.elements - r * part);
-      runs.push_back({&fragments[r], 0, count, r * part});
-      pieces.push_back(files[file_of[r]].path.filename().string() + " frozen_param_fragments elements [0, " + std::to_string(count) + ") at byte " +
-                       std::to_string(fragments[r].offset) + " = elements [" + std::to_string(r * part) + ", " + std::to_string(r * part + count) + ")");
-    }
-    out.push_back(assembled_tensor(param, fragments[0].dtype, runs));
-    metadata.push_back({"deepspeed.pieces." + param.name, "array<string>", pieces});
+    out.joined += result.kind == megatron::JoinKind::kJoined ? 1 : 0;
+    out.tensors.push_back(std::move(result.tensor));
   }
+  for (size_t mp = 1; mp < parts.size(); ++mp) {
+    for (const TensorInfo& t : parts[mp].tensors) {
+      if (!by_name[0].contains(t.name)) list_per_rank(t.name);
+    }
+  }
+  out.per_rank = per_rank_names.size();
+  if (!per_rank_names.empty()) {
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(per_rank_names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(per_rank_names[i]);
+    if (per_rank_names.size() > 5) list += " and " + std::to_string(per_rank_names.size() - 5) + " more";
+    out.notes.push_back("listed per rank (mp_rank_MM/<name>): the model-parallel split of " + list +
+                        " cannot be inferred from its layer's name, or its parts differ in dtype or shape across ranks, or not every rank holds it");
+  }
+  for (std::string& note : join.unmatched_rule_notes()) out.notes.push_back(std::move(note));
   return out;
-}
-
-std::string list_text(const std::vector<uint64_t>& values) {
-  std::string text;
-  for (uint64_t v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
-  return "[" + text + "]";
 }
 
 }  // namespace
@@ -329,227 +213,67 @@ bool is_zero_directory(const fs::path& directory) {
   return holds_zero_states(directory / **tag) || (!fs::exists(directory / **tag, ec) && (*tag)->starts_with("global_step"));
 }
 
-Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
+Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, std::span<const std::string> rules) {
   TM_ASSIGN_OR_RETURN(const fs::path tag, tag_directory(directory));
-  TM_ASSIGN_OR_RETURN(const std::vector<fs::path> archives, rank_archives(tag));
-  std::error_code ec;
-  const fs::path model_path = fs::is_regular_file(tag / kModelStates, ec) ? tag / kModelStates : tag / kZero3ModelStates;
-  TM_ASSIGN_OR_RETURN(const ModelStates model, read_model_states(model_path));
-  TM_ASSIGN_OR_RETURN(auto model_archive, pytorch::open_file(model_path));
-  std::vector<SourceFile> files = {model_archive->files()[0]};
-
-  std::vector<std::vector<TensorInfo>> flat;  // [rank][group]
-  int64_t stage = 0, world = 0;
-  for (uint32_t r = 0; r < archives.size(); ++r) {
-    TM_ASSIGN_OR_RETURN(RankStates rank, read_rank_states(archives[r], r + 1));
-    TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(archives[r]));
-    files.push_back({archives[r], size});
-    if (r == 0) {
-      stage = rank.zero_stage;
-      world = rank.partition_count;
-      if (world > static_cast<int64_t>(archives.size())) {
-        return Status::NotFound(tag.string() + ": data-parallel rank " + std::to_string(archives.size()) + " is missing (" + std::string(kOptimHead) +
-                                std::to_string(archives.size()) + std::string(kOptimTail) + "), yet " + archives[0].filename().string() +
-                                " says partition_count=" + std::to_string(world));
-      }
+  TM_ASSIGN_OR_RETURN(const auto archives, rank_archives(tag));
+  std::vector<SourceFile> files;
+  std::vector<RankPart> parts;
+  const bool model_parallel = archives.size() > 1;
+  for (uint32_t mp = 0; mp < archives.size(); ++mp) {
+    const std::string pieces_key = model_parallel ? "deepspeed.pieces." + mp_rank_name(mp) + "/" : "deepspeed.pieces.";
+    TM_ASSIGN_OR_RETURN(RankPart part, open_model_parallel_rank(tag, mp, archives[mp], pieces_key, files));
+    if (mp > 0 && (part.stage != parts[0].stage || part.world != parts[0].world)) {
+      return Status::FormatError(archives[mp][0].string() + ": zero_stage=" + std::to_string(part.stage) + " over " + std::to_string(part.world) +
+                                 " data-parallel ranks, but " + mp_rank_name(0) + "'s is zero_stage=" + std::to_string(parts[0].stage) +
+                                 " over " + std::to_string(parts[0].world));
     }
-    if (rank.partition_count != static_cast<int64_t>(archives.size())) {
-      return Status::FormatError(archives[r].string() + ": partition_count=" + std::to_string(rank.partition_count) + ", but " + tag.string() +
-                                 " holds " + std::to_string(archives.size()) + " ranks' optimizer states");
-    }
-    if (rank.zero_stage != stage) {
-      return Status::FormatError(archives[r].string() + ": zero_stage=" + std::to_string(rank.zero_stage) + ", but rank 0's is " +
-                                 std::to_string(stage));
-    }
-    if (r > 0 && rank.groups.size() != flat[0].size()) {
-      return Status::FormatError(archives[r].string() + ": " + std::to_string(rank.groups.size()) + " flat param groups, but rank 0 has " +
-                                 std::to_string(flat[0].size()));
-    }
-    flat.push_back(std::move(rank.groups));
+    parts.push_back(std::move(part));
   }
-  const size_t group_count = flat[0].size();
-  if (group_count == 0) return Status::FormatError(archives[0].string() + ": no flat param groups");
-  if (stage <= 2 && model.groups.size() != group_count) {
-    return Status::FormatError(model_path.string() + ": param_shapes lists " + std::to_string(model.groups.size()) + " param groups, but " +
-                               archives[0].filename().string() + " holds " + std::to_string(group_count) + " flat partitions");
-  }
-
-  std::vector<TensorInfo> tensors;
-  std::vector<MetadataEntry> metadata;
-  std::vector<std::string> notes;
-  std::set<std::string> names;
-  uint64_t in_place = 0, gathered = 0, padding_total = 0;
-  const auto add_parameter = [&](const ParamShape& param, const std::vector<Piece>& pieces) -> Status {
-    if (!names.insert(param.name).second) {
-      return Status::FormatError(model_path.string() + ": param_shapes lists parameter " + quoted_name(param.name) + " twice");
-    }
-    tensors.push_back(parameter_tensor(param, pieces, flat));
-    (pieces.size() <= 1 ? in_place : gathered) += 1;
-    metadata.push_back({"deepspeed.pieces." + param.name, "array<string>", describe_pieces(pieces, flat, archives)});
-    return Status::Ok();
+  const RankPart& first = parts[0];
+  const auto recorded = [&](std::optional<int64_t> size, const char* what) -> Status {
+    if (!size || *size == static_cast<int64_t>(parts.size())) return Status::Ok();
+    return Status::FormatError(first.model_path.string() + ": says " + what + "=" + std::to_string(*size) + ", but " + tag.string() +
+                               " holds " + std::to_string(parts.size()) + " model-parallel rank" + (parts.size() == 1 ? "" : "s") + " (" +
+                               mp_rank_name(0) + (parts.size() > 1 ? " .. " + mp_rank_name(static_cast<uint32_t>(parts.size() - 1)) : "") + ")");
   };
-  const uint64_t ranks = archives.size();
-  std::vector<FormatFact> facts;
-  if (stage <= 2) {
-    // Each group: the ranks' partitions end to end, the parameters in order, then padding that
-    // only rounds the group up to a multiple of 2 * world size.
-    const uint64_t align = 2 * ranks;
-    for (uint32_t g = 0; g < group_count; ++g) {
-      std::vector<uint64_t> lengths, rank_start;
-      uint64_t total = 0;
-      for (uint32_t r = 0; r < ranks; ++r) {
-        rank_start.push_back(total);
-        lengths.push_back(flat[r][g].elements());
-        total += lengths.back();
-        facts.push_back({"deepspeed.group" + std::to_string(g) + ".partition_elements", lengths.back(), r + 1});
-      }
-      uint64_t offset = 0;
-      for (const ParamShape& param : model.groups[g]) {
-        if (param.elements > total - offset) {
-          return Status::FormatError(model_path.string() + ": param_shapes group " + std::to_string(g) + ", parameter " + quoted_name(param.name) +
-                                     " (" + std::to_string(param.elements) + " elements) needs elements [" + std::to_string(offset) + ", " +
-                                     std::to_string(offset + param.elements) + ") of the group, but the ranks' flat partitions hold " +
-                                     std::to_string(total) + " (" + list_text(lengths) + ")");
-        }
-        std::vector<Piece> pieces;
-        for (uint32_t r = 0; r < ranks; ++r) {
-          const uint64_t begin = std::max(offset, rank_start[r]), end = std::min(offset + param.elements, rank_start[r] + lengths[r]);
-          if (begin < end) pieces.push_back({r, g, begin - rank_start[r], end - begin, begin - offset});
-        }
-        TM_RETURN_IF_ERROR(add_parameter(param, pieces));
-        offset += param.elements;
-      }
-      const auto round_up = [&](uint64_t n) { return (n + align - 1) / align * align; };
-      if (round_up(offset) != round_up(total)) {
-        return Status::FormatError(model_path.string() + ": param_shapes group " + std::to_string(g) + " accounts for " + std::to_string(offset) +
-                                   " elements, but the ranks' flat partitions hold " + std::to_string(total) + " (" + list_text(lengths) +
-                                   "): more than padding to a multiple of " + std::to_string(align) + " (2 x world size)");
-      }
-      padding_total += total - offset;
-      notes.push_back("param group " + std::to_string(g) + ": " + std::to_string(model.groups[g].size()) + " parameters, " +
-                      std::to_string(offset) + " elements in flat fp32 partitions of " + list_text(lengths) + " elements per rank, " +
-                      std::to_string(total - offset) + " padding");
-      facts.push_back({"deepspeed.group" + std::to_string(g) + ".padding_elements", total - offset, std::nullopt});
-    }
-  } else {
-    // Every rank's groups end to end; each parameter in turn takes ceil(numel / world) elements of
-    // every rank, its part from rank 0 first, zero-padded at the end.
-    std::vector<uint64_t> lengths, group_start;
-    uint64_t available = 0;
-    for (uint32_t g = 0; g < group_count; ++g) {
-      group_start.push_back(available);
-      lengths.push_back(flat[0][g].elements());
-      available += lengths.back();
-      for (uint32_t r = 1; r < ranks; ++r) {
-        if (flat[r][g].elements() != lengths.back()) {
-          return Status::FormatError(archives[r].string() + ": fp32_flat_groups group " + std::to_string(g) + " holds " +
-                                     std::to_string(flat[r][g].elements()) + " elements, but rank 0's holds " + std::to_string(lengths.back()) +
-                                     " (ZeRO-3 partitions are equal)");
-        }
-      }
-    }
-    uint64_t offset = 0, params = 0;
-    for (const auto& group : model.groups) {
-      for (const ParamShape& param : group) {
-        const uint64_t part = (param.elements + ranks - 1) / ranks;
-        if (part > available - offset) {
-          return Status::FormatError(model_path.string() + ": parameter " + quoted_name(param.name) + " (" + std::to_string(param.elements) +
-                                     " elements, " + std::to_string(part) + " per rank) needs elements [" + std::to_string(offset) + ", " +
-                                     std::to_string(offset + part) + ") of each rank's flat groups, which hold " + std::to_string(available) +
-                                     " (" + list_text(lengths) + ")");
-        }
-        std::vector<Piece> pieces;
-        for (uint32_t r = 0; r < ranks; ++r) {
-          const uint64_t at = r * part;
-          if (at >= param.elements) break;
-          pieces_of_rank_run(group_start, lengths, r, offset, std::min(part, param.elements - at), at, &pieces);
-        }
-        TM_RETURN_IF_ERROR(add_parameter(param, pieces));
-        padding_total += part * ranks - param.elements;
-        offset += part;
-        ++params;
-      }
-    }
-    if (offset != available) {
-      return Status::FormatError(model_path.string() + ": param_shapes account for " + std::to_string(offset) + " elements per rank, but " +
-                                 archives[0].filename().string() + "'s fp32_flat_groups hold " + std::to_string(available) + " (" +
-                                 list_text(lengths) + ")");
-    }
-    notes.push_back(std::to_string(params) + " parameters in flat fp32 groups of " + list_text(lengths) + " elements per rank, each parameter " +
-                    "cut into ceil(numel / " + std::to_string(ranks) + ") elements per rank, " + std::to_string(padding_total) + " padding");
+  TM_RETURN_IF_ERROR(recorded(first.model.mp_world_size, "mp_world_size"));
+  TM_RETURN_IF_ERROR(recorded(first.model.args.tensor_parallel_size, "args.tensor_model_parallel_size"));
+  std::vector<FormatFact> facts = {{"deepspeed.zero_stage", first.stage, std::nullopt},
+                                   {"deepspeed.world_size", first.world, std::nullopt},
+                                   {"deepspeed.param_groups", first.groups, std::nullopt},
+                                   {"deepspeed.tag", tag.filename().string(), std::nullopt},
+                                   {"deepspeed.ds_version", first.model.ds_version, std::nullopt}};
+  uint64_t in_place = 0, gathered = 0, padding = 0;
+  for (const RankPart& part : parts) {
+    in_place += part.in_place;
+    gathered += part.gathered;
+    padding += part.padding;
   }
-
-  // Frozen parameters: whole in the model states under ZeRO-1/2, one part per rank's model states
-  // under ZeRO-3. Then the model-states archive's own tensors: buffers and anything else of
-  // `module` that the optimizer does not hold.
-  std::set<std::string> frozen;
-  for (const ParamShape& param : model.frozen) frozen.insert(param.name);
-  uint64_t half_copies = 0;
-  std::vector<std::string> unread_frozen;
-  if (stage <= 2) {
-    for (const ParamShape& param : model.frozen) {
-      const TensorInfo* fragment = model_archive->find("frozen_param_fragments." + param.name);
-      if (fragment == nullptr || !names.insert(param.name).second) {
-        unread_frozen.push_back(param.name);
-        continue;
-      }
-      TensorInfo copy = *fragment;
-      copy.name = param.name;
-      tensors.push_back(std::move(copy));
+  facts.push_back({"deepspeed.parameters_in_place", in_place, std::nullopt});
+  facts.push_back({"deepspeed.parameters_gathered", gathered, std::nullopt});
+  facts.push_back({"deepspeed.padding_elements", padding, std::nullopt});
+  if (!model_parallel) {
+    RankPart& only = parts[0];
+    facts.insert(facts.end(), only.facts.begin(), only.facts.end());
+    return std::make_unique<Checkpoint>(CheckpointFormat::kDeepSpeed, directory, std::move(files), std::move(only.tensors),
+                                        std::move(only.metadata), std::move(only.notes), std::move(facts));
+  }
+  TM_ASSIGN_OR_RETURN(JoinedRanks joined, join_model_parallel_ranks(parts, rules));
+  facts.push_back({"deepspeed.model_parallel_size", parts.size(), std::nullopt});
+  facts.push_back({"deepspeed.tensors_joined", joined.joined, std::nullopt});
+  facts.push_back({"deepspeed.tensors_per_rank", joined.per_rank, std::nullopt});
+  std::vector<MetadataEntry> metadata;
+  for (uint32_t mp = 0; mp < parts.size(); ++mp) {
+    for (FormatFact& fact : parts[mp].facts) {
+      // A rank's group facts without a file would read alike across ranks: name the rank.
+      if (!fact.file) fact.key.insert(std::string_view("deepspeed.").size(), mp_rank_name(mp) + ".");
+      facts.push_back(std::move(fact));
     }
-  } else if (!model.frozen.empty()) {
-    TM_ASSIGN_OR_RETURN(auto parts, zero3_frozen_parameters(tag, model.frozen, *model_archive, ranks, files, metadata));
-    for (TensorInfo& t : parts) {
-      if (!names.insert(t.name).second) {
-        return Status::FormatError(model_path.string() + ": frozen_param_shapes lists " + quoted_name(t.name) + ", which param_shapes lists too");
-      }
-      (t.chunks.empty() ? in_place : gathered) += 1;
-      tensors.push_back(std::move(t));
-    }
-    notes.push_back(std::to_string(parts.size()) + " frozen parameters, each cut into ceil(numel / " + std::to_string(ranks) +
-                    ") elements of every rank's model states (frozen_param_fragments)");
+    for (const std::string& note : parts[mp].notes) joined.notes.push_back(mp_rank_name(mp) + ": " + note);
+    std::move(parts[mp].metadata.begin(), parts[mp].metadata.end(), std::back_inserter(metadata));
   }
-  constexpr std::string_view kModule = "module.";
-  for (const TensorInfo& t : model_archive->tensors()) {
-    if (!t.name.starts_with(kModule)) continue;
-    const std::string name = t.name.substr(kModule.size());
-    if (frozen.contains(name)) continue;
-    if (names.contains(name)) {
-      ++half_copies;
-      continue;
-    }
-    names.insert(name);
-    TensorInfo copy = t;
-    copy.name = name;
-    tensors.push_back(std::move(copy));
-  }
-  for (const auto& [alias, source] : model.shared) {
-    const std::string& source_name = source;  // a structured binding cannot be captured before clang 16
-    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == source_name; });
-    if (it == tensors.end() || !names.insert(alias).second) continue;
-    TensorInfo copy = *it;
-    copy.name = alias;
-    tensors.push_back(std::move(copy));
-  }
-  if (half_copies > 0) {
-    notes.push_back(std::to_string(half_copies) + " tensors of module are the training copies of optimizer-held parameters; the fp32 " +
-                    "master parameters are listed instead");
-  }
-  if (!unread_frozen.empty()) {
-    notes.push_back(std::to_string(unread_frozen.size()) + " frozen parameters (first " + quoted_name(unread_frozen[0]) +
-                    ") are not listed: no frozen_param_fragments tensor holds them");
-  }
-  notes.push_back("optimizer moments (the ranks' base optimizer states) are not listed");
-  facts.insert(facts.begin(), {{"deepspeed.zero_stage", stage, std::nullopt},
-                               {"deepspeed.world_size", ranks, std::nullopt},
-                               {"deepspeed.param_groups", group_count, std::nullopt},
-                               {"deepspeed.tag", tag.filename().string(), std::nullopt},
-                               {"deepspeed.ds_version", model.ds_version, std::nullopt},
-                               {"deepspeed.parameters_in_place", in_place, std::nullopt},
-                               {"deepspeed.parameters_gathered", gathered, std::nullopt},
-                               {"deepspeed.padding_elements", padding_total, std::nullopt}});
-  return std::make_unique<Checkpoint>(CheckpointFormat::kDeepSpeed, directory, std::move(files), std::move(tensors), std::move(metadata),
-                                      std::move(notes), std::move(facts));
+  return std::make_unique<Checkpoint>(CheckpointFormat::kDeepSpeed, directory, std::move(files), std::move(joined.tensors), std::move(metadata),
+                                      std::move(joined.notes), std::move(facts));
 }
 
 }  // namespace tensormorph::deepspeed

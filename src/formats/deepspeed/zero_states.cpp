@@ -3,6 +3,7 @@
 #include "formats/deepspeed/zero_states.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "core/printable.h"
@@ -72,6 +73,20 @@ Status read_shapes(const fs::path& path, const PickleValue& dict, const std::str
 
 }  // namespace
 
+std::string mp_rank_name(uint32_t mp) {
+  char name[32];
+  std::snprintf(name, sizeof name, "mp_rank_%02u", mp);
+  return name;
+}
+
+std::string model_states_name(uint32_t mp, bool zero3, uint64_t dp) {
+  return (zero3 ? "zero_pp_rank_" + std::to_string(dp) + "_" : std::string()) + mp_rank_name(mp) + "_model_states.pt";
+}
+
+std::string optim_states_name(uint64_t dp, uint32_t mp, bool bf16) {
+  return (bf16 ? std::string(kBf16Prefix) : std::string()) + "zero_pp_rank_" + std::to_string(dp) + "_" + mp_rank_name(mp) + "_optim_states.pt";
+}
+
 Result<ModelStates> read_model_states(const fs::path& path) {
   TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(path));
   TM_ASSIGN_OR_RETURN(const PickleValue* root, root_dict(path, tree));
@@ -100,6 +115,8 @@ Result<ModelStates> read_model_states(const fs::path& path) {
   if (const PickleValue* version = root->get("ds_version"); version != nullptr && version->kind == PickleKind::kString) {
     states.ds_version = printable(version->text, 40);
   }
+  if (const PickleValue* mp = root->get("mp_world_size"); mp != nullptr && mp->kind == PickleKind::kInt) states.mp_world_size = mp->integer;
+  states.args = megatron::training_args(tree);
   return states;
 }
 

@@ -5,13 +5,29 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "formats/megatron/tensor_parallel.h"
 #include "tensormorph/checkpoint.h"
 
 namespace tensormorph::deepspeed {
+
+/// The prefix DeepSpeed's bf16 optimizer gives its optimizer-states archives' names.
+inline constexpr std::string_view kBf16Prefix = "bf16_";
+
+/// "mp_rank_MM": how DeepSpeed names a model-parallel rank inside its archives' names.
+std::string mp_rank_name(uint32_t mp);
+
+/// Model-parallel rank `mp`'s model states: `mp_rank_MM_model_states.pt` (ZeRO-1/2), or data-parallel
+/// rank `dp`'s `zero_pp_rank_D_mp_rank_MM_model_states.pt` (ZeRO-3).
+std::string model_states_name(uint32_t mp, bool zero3, uint64_t dp = 0);
+
+/// Data-parallel rank `dp`'s optimizer states in model-parallel rank `mp`.
+std::string optim_states_name(uint64_t dp, uint32_t mp, bool bf16);
 
 /// One optimizer-partitioned parameter as param_shapes lists it.
 struct ParamShape {
@@ -26,6 +42,8 @@ struct ModelStates {
   std::vector<ParamShape> frozen;                              ///< frozen_param_shapes, in order
   std::vector<std::pair<std::string, std::string>> shared;     ///< shared_params: (alias, the parameter it shares)
   std::string ds_version;                                      ///< "" when absent
+  std::optional<int64_t> mp_world_size;                        ///< the model-parallel world size, when recorded
+  megatron::TrainingArgs args;                                 ///< Megatron's `args`, when saved beside (Megatron-DeepSpeed)
 };
 
 /// Reads param_shapes, frozen_param_shapes, shared_params and ds_version from the model states.
