@@ -23,10 +23,10 @@
 namespace tensormorph {
 
 /// The on-disk format a checkpoint was read from.
-enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp, kMegatron, kDeepSpeed };
+enum class CheckpointFormat { kSafetensors, kGguf, kPyTorch, kPyTorchDcp, kPyTorchSharded, kMegatron, kDeepSpeed };
 
-/// "safetensors", "gguf", "pytorch", "pytorch-dcp" (a Distributed Checkpoint directory) or
-/// "megatron-tp" (a Megatron-LM tensor-parallel set) or "deepspeed-zero" (a DeepSpeed ZeRO checkpoint).
+/// "safetensors", "gguf", "pytorch", "pytorch-dcp" (a Distributed Checkpoint directory),
+/// "pytorch-sharded" (per-rank torch.save archives of ShardedTensors), "megatron-tp" (a Megatron-LM tensor-parallel set) or "deepspeed-zero" (a DeepSpeed ZeRO checkpoint).
 std::string_view format_name(CheckpointFormat format);
 
 /// One file that holds tensor data.

@@ -182,7 +182,7 @@ class Checkpoint:
 
     @property
     def format(self) -> str:
-        """"safetensors", "gguf", "pytorch", "pytorch-dcp", "megatron-tp" or "deepspeed-zero"."""
+        """"safetensors", "gguf", "pytorch", "pytorch-dcp", "pytorch-sharded", "megatron-tp" or "deepspeed-zero"."""
         return self._native.format
 
     @property

@@ -13,6 +13,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kGguf: return "gguf";
     case CheckpointFormat::kPyTorch: return "pytorch";
     case CheckpointFormat::kPyTorchDcp: return "pytorch-dcp";
+    case CheckpointFormat::kPyTorchSharded: return "pytorch-sharded";
     case CheckpointFormat::kMegatron: return "megatron-tp";
     case CheckpointFormat::kDeepSpeed: return "deepspeed-zero";
   }

@@ -35,8 +35,9 @@ bool is_checkpoint_name(const fs::path& p) {
   return std::any_of(std::begin(kExtensions), std::end(kExtensions), [&](const char* e) { return ext == e; });
 }
 
-// Picks the checkpoint a directory stands for: its safetensors index, else its only checkpoint file.
-Result<fs::path> resolve_directory(const fs::path& dir) {
+// Opens the checkpoint a directory stands for: its safetensors index, its only checkpoint file, or
+// its torch.save archives as one set when they hold ShardedTensors saved per rank.
+Result<std::unique_ptr<Checkpoint>> open_plain_directory(const fs::path& dir) {
   std::vector<fs::path> indexes, files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -48,7 +49,7 @@ Result<fs::path> resolve_directory(const fs::path& dir) {
   if (ec) return Status::IoError(dir.string() + ": cannot list directory: " + ec.message());
   std::sort(indexes.begin(), indexes.end());
   std::sort(files.begin(), files.end());
-  if (indexes.size() == 1) return indexes.front();
+  if (indexes.size() == 1) return safetensors::open_index(indexes.front());
   auto list = [](const std::vector<fs::path>& paths) {
     std::string s;
     for (const auto& p : paths) s += (s.empty() ? "" : ", ") + p.filename().string();
@@ -58,8 +59,18 @@ Result<fs::path> resolve_directory(const fs::path& dir) {
     return Status::InvalidArgument(dir.string() + ": holds several sharded checkpoints (" + list(indexes) +
                                    "); name the index file to open");
   }
-  if (files.size() == 1) return files.front();
+  if (files.size() == 1) return open_checkpoint(files.front());
   if (files.empty()) return Status::NotFound(dir.string() + ": no checkpoint found in this directory");
+  // Several torch.save archives may be one checkpoint saved per rank (ShardedTensors).
+  std::vector<fs::path> archives;
+  for (const fs::path& file : files) {
+    auto format = detect_format(file);
+    if (format.ok() && *format == DetectedFormat::kPyTorchZip) archives.push_back(file);
+  }
+  if (archives.size() == files.size()) {
+    TM_ASSIGN_OR_RETURN(auto set, pytorch::open_sharded_set(dir, archives));
+    if (set) return std::move(*set);
+  }
   return Status::InvalidArgument(dir.string() + ": holds several checkpoints (" + list(files) +
                                  ") and no model.safetensors.index.json; name the file to open");
 }
@@ -116,7 +127,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(const fs::path& path, const 
     if (dcp::is_dcp_directory(path)) return dcp::open_directory(path);
     if (deepspeed::is_zero_directory(path)) return deepspeed::open_directory(path, options.tensor_parallel_rules);
     if (megatron::is_tensor_parallel_directory(path)) return megatron::open_directory(path, options.tensor_parallel_rules);
-    TM_ASSIGN_OR_RETURN(target, resolve_directory(path));
+    return open_plain_directory(path);
   } else if (!fs::exists(path, ec)) {
     return Status::NotFound(path.string() + ": no such file or directory");
   }

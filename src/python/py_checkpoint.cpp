@@ -174,7 +174,7 @@ void bind_checkpoints(py::module_& m) {
                                                       "An open checkpoint: headers read, tensor bytes mapped on use.")
       .def_property_readonly("path", &Checkpoint::path, "The path opened.")
       .def_property_readonly("format", [](const Checkpoint& c) { return std::string(format_name(c.format())); },
-                             "\"safetensors\", \"gguf\", \"pytorch\", \"pytorch-dcp\", \"megatron-tp\" or "
+                             "\"safetensors\", \"gguf\", \"pytorch\", \"pytorch-dcp\", \"pytorch-sharded\", \"megatron-tp\" or "
                              "\"deepspeed-zero\".")
       .def_property_readonly("files",
                              [](const Checkpoint& c) {

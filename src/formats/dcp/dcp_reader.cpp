@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/printable.h"
+#include "formats/chunk_tiling.h"
 #include "formats/pytorch/pickle_vm.h"
 #include "formats/pytorch/pytorch.h"
 #include "formats/pytorch/torch_objects.h"
@@ -25,7 +26,6 @@ using pytorch::PickleValue;
 constexpr uint64_t kMaxMetadataBytes = uint64_t{256} << 20;
 /// Chunks per tensor checked pairwise for overlaps; beyond, the volume check alone (with no gap
 /// and the volumes equal, an overlap would need a gap elsewhere, which bounds checks cannot see).
-constexpr size_t kMaxPairwiseChunks = 2048;
 
 /// Errors about the metadata name the file, what was being read and the pickle offset.
 class MetadataReader {
@@ -108,12 +108,6 @@ std::string chunk_key(const std::string& name, const std::vector<uint64_t>& star
   return key;
 }
 
-std::string dims_text(const std::vector<uint64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 /// A data file name as the metadata gives it: a plain name inside the directory, never a path out.
 bool is_plain_file_name(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
@@ -144,59 +138,6 @@ Result<std::unordered_map<std::string, StorageRecord>> read_storage_data(const M
     records[chunk_key(fqn, start)] = std::move(record);
   }
   return records;
-}
-
-/// The product of `dims`, or nullopt on overflow.
-std::optional<uint64_t> volume(const std::vector<uint64_t>& dims) {
-  uint64_t v = 1;
-  for (uint64_t d : dims) {
-    if (__builtin_mul_overflow(v, d, &v)) return std::nullopt;
-  }
-  return v;
-}
-
-bool boxes_overlap(const TensorChunk& a, const TensorChunk& b) {
-  for (size_t d = 0; d < a.start.size(); ++d) {
-    if (a.start[d] + a.sizes[d] <= b.start[d] || b.start[d] + b.sizes[d] <= a.start[d]) return false;
-  }
-  return true;
-}
-
-/// The chunks of `tensor` lie within its shape and tile it once.
-Status check_tiling(const fs::path& metadata, const TensorInfo& tensor) {
-  const std::string where = metadata.string() + ": tensor " + quoted_name(tensor.name) + " " + dims_text(tensor.shape);
-  const auto total = volume(tensor.shape);
-  if (!total) return Status::FormatError(where + ": its element count overflows");
-  uint64_t covered = 0;
-  for (const TensorChunk& c : tensor.chunks) {
-    if (c.start.size() != tensor.shape.size() || c.sizes.size() != tensor.shape.size()) {
-      return Status::FormatError(where + ": a chunk at " + dims_text(c.start) + " has " + std::to_string(c.sizes.size()) +
-                                 " dimensions");
-    }
-    for (size_t d = 0; d < c.start.size(); ++d) {
-      if (c.start[d] > tensor.shape[d] || tensor.shape[d] - c.start[d] < c.sizes[d]) {
-        return Status::FormatError(where + ": the chunk at " + dims_text(c.start) + " of size " + dims_text(c.sizes) +
-                                   " reaches outside the tensor");
-      }
-    }
-    covered += *volume(c.sizes);  // within the shape, so no overflow
-  }
-  if (tensor.chunks.size() <= kMaxPairwiseChunks) {
-    for (size_t i = 0; i < tensor.chunks.size(); ++i) {
-      for (size_t j = i + 1; j < tensor.chunks.size(); ++j) {
-        const TensorChunk& a = tensor.chunks[i];
-        const TensorChunk& b = tensor.chunks[j];
-        if (*volume(a.sizes) != 0 && *volume(b.sizes) != 0 && boxes_overlap(a, b)) {
-          return Status::FormatError(where + ": the chunks at " + dims_text(a.start) + " and " + dims_text(b.start) + " overlap");
-        }
-      }
-    }
-  }
-  if (covered != *total) {
-    return Status::FormatError(where + ": its chunks hold " + std::to_string(covered) + " of its " +
-                               std::to_string(*total) + " elements");
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -295,7 +236,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory) {
       chunk.strides = std::move(stored->strides);
       tensor.chunks.push_back(std::move(chunk));
     }
-    TM_RETURN_IF_ERROR(check_tiling(metadata_path, tensor));
+    TM_RETURN_IF_ERROR(check_chunk_tiling(metadata_path.string(), tensor));
     TM_ASSIGN_OR_RETURN(tensor.nbytes, dtype_storage_bytes(tensor.dtype, tensor.elements()));
     const TensorChunk& first = tensor.chunks.empty() ? TensorChunk{} : tensor.chunks.front();
     tensor.file = first.file;

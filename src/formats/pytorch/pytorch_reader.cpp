@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/printable.h"
+#include "formats/chunk_tiling.h"
 #include "formats/pytorch/pickle_vm.h"
 #include "formats/pytorch/pytorch.h"
 #include "formats/pytorch/torch_objects.h"
@@ -132,7 +133,7 @@ std::vector<FormatFact> archive_facts(const ZipArchive& zip, const std::string& 
 
 }  // namespace
 
-Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path) {
+Result<ShardedArchive> open_sharded_archive(const std::filesystem::path& path) {
   TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(path));
   if (size == 0) return Status::FormatError(path.string() + ": file is empty");
   TM_ASSIGN_OR_RETURN(std::string head, read_file_range(path, 0, std::min<uint64_t>(size, kLegacyMagicPickle.size())));
@@ -152,11 +153,24 @@ Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path)
     notes.push_back(quoted_name(pickle_entry->name) + " is deflate-compressed; it was inflated in memory");
   }
   notes.insert(notes.end(), std::make_move_iterator(found.notes.begin()), std::make_move_iterator(found.notes.end()));
+  for (const ShardedTensorRecord& record : found.sharded) {
+    if (record.local.size() == record.shards_total) continue;
+    notes.push_back(quoted_name(record.name) + " is a ShardedTensor " + dims_text(record.shape) + " of " + std::to_string(record.shards_total) +
+                    " shards, " + std::to_string(record.local.size()) + " of them here (listed as " + quoted_name(record.name) +
+                    "[...]); open the directory that holds every rank's file to see it whole");
+  }
 
   std::vector<SourceFile> files{{path, zip.file_size()}};
-  return std::make_unique<Checkpoint>(CheckpointFormat::kPyTorch, path, std::move(files), std::move(found.tensors),
-                                      std::move(metadata), std::move(notes),
-                                      archive_facts(zip, prefix, *pickle_entry, pickle));
+  ShardedArchive out;
+  out.checkpoint = std::make_unique<Checkpoint>(CheckpointFormat::kPyTorch, path, std::move(files), std::move(found.tensors),
+                                                std::move(metadata), std::move(notes), archive_facts(zip, prefix, *pickle_entry, pickle));
+  out.sharded = std::move(found.sharded);
+  return out;
+}
+
+Result<std::unique_ptr<Checkpoint>> open_file(const std::filesystem::path& path) {
+  TM_ASSIGN_OR_RETURN(ShardedArchive archive, open_sharded_archive(path));
+  return std::move(archive.checkpoint);
 }
 
 Result<PickleTree> read_archive_pickle(const std::filesystem::path& path) {

@@ -62,7 +62,9 @@ bool is_understood_callable(std::string_view name) {
       "torch._utils._rebuild_parameter_with_state", "torch._tensor._rebuild_from_type_v2",
       "torch._tensor._rebuild_from_type", "collections.OrderedDict", "builtins.dict", "builtins.set",
       "builtins.frozenset", "builtins.list", "builtins.tuple", "torch.Size", "_codecs.encode",
-      "builtins.bytearray", "builtins.bytes", "copyreg._reconstructor"};
+      "builtins.bytearray", "builtins.bytes", "copyreg._reconstructor", "torch._utils._rebuild_wrapper_subclass",
+      "torch.distributed._shard.sharded_tensor.shard.Shard", "torch.distributed._shard.metadata.ShardMetadata",
+      "torch.distributed._shard.sharded_tensor.metadata.ShardedTensorMetadata"};
   return kUnderstood.contains(name);
 }
 
@@ -115,6 +117,7 @@ class TensorCollector {
     TorchTensors out;
     out.tensors = std::move(tensors_);
     out.notes = std::move(notes_);
+    out.sharded = std::move(sharded_);
     if (dropped_notes_ > 0) out.notes.push_back(std::to_string(dropped_notes_) + " more notes not shown");
     size_t listed = 0;
     size_t unlisted = 0;
@@ -158,6 +161,7 @@ class TensorCollector {
     }
     // A tensor saved on its own (torch.save(t)) has no path; call it "tensor".
     const std::string& display = name.empty() ? kRootTensorName : name;
+    if (is_sharded_tensor(*value)) return add_sharded_tensor(*value, display, depth);
     TM_ASSIGN_OR_RETURN(Interpretation tensor, interpret(value, display, depth));
     if (tensor.kind == Interpretation::Kind::kTensor) return add_tensor(display, tensor.view);
     if (tensor.kind == Interpretation::Kind::kUnsupported) {
@@ -357,6 +361,87 @@ class TensorCollector {
     return inner;
   }
 
+  // _rebuild_from_type_v2(_rebuild_wrapper_subclass, ShardedTensor, (cls, dtype, size, ...),
+  // (local_shards, ShardedTensorMetadata, ...)): how torch.save writes a ShardedTensor.
+  static bool is_sharded_tensor(const PickleValue& value) {
+    const PickleValue* callable = value.callable_global();
+    if (callable == nullptr || !callable->is_global("torch._tensor._rebuild_from_type_v2")) return false;
+    const PickleValue* args = value.args;
+    return args != nullptr && args->kind == PickleKind::kTuple && args->items.size() >= 2 &&
+           args->items[1]->is_global("torch.distributed._shard.sharded_tensor.api.ShardedTensor");
+  }
+
+  // The named attribute of an object pickled with a __dict__ or (None, slots) state; null if absent.
+  static const PickleValue* attribute(const PickleValue& object, std::string_view key) {
+    for (const PickleValue* attributes : attribute_dicts(object)) {
+      if (const PickleValue* found = attributes->get(std::string(key))) return found;
+    }
+    return nullptr;
+  }
+
+  // Its local shards become tensors named by the part they hold ("w[2:4, 0:3]"), or by the
+  // tensor's name when one shard holds all of it.
+  Status add_sharded_tensor(const PickleValue& value, const std::string& name, int depth) {
+    const std::vector<PickleValue*>& a = value.args->items;
+    const auto malformed = [&](const PickleValue& at, const std::string& what) {
+      return tensor_error(name, at, "ShardedTensor: " + what);
+    };
+    if (a.size() < 4 || a[2]->kind != PickleKind::kTuple || a[2]->items.size() < 3 || a[3]->kind != PickleKind::kTuple ||
+        a[3]->items.size() < 2) {
+      return malformed(value, "expected (rebuild, type, (cls, dtype, size, ...), (local_shards, metadata, ...)) arguments");
+    }
+    ShardedTensorRecord record;
+    record.name = name;
+    const PickleValue* dtype = a[2]->items[1];
+    const std::optional<DType> found = dtype->kind == PickleKind::kGlobal ? dtype_of_torch_global(dtype->text) : std::nullopt;
+    if (!found) return malformed(*dtype, "its dtype is not a torch dtype this reader knows");
+    record.dtype = *found;
+    TM_ASSIGN_OR_RETURN(std::vector<int64_t> size, int_tuple(a[2]->items[2], *a[2], name, "ShardedTensor size"));
+    for (int64_t extent : size) {
+      if (extent < 0) return malformed(*a[2], "negative size " + std::to_string(extent));
+      record.shape.push_back(static_cast<uint64_t>(extent));
+    }
+    const PickleValue* shards = a[3]->items[0];
+    const PickleValue* metadata = a[3]->items[1];
+    if (shards->kind != PickleKind::kList) return malformed(*shards, "local_shards is a " + std::string(pickle_kind_name(shards->kind)));
+    const PickleValue* listed = metadata->kind == PickleKind::kObject ? attribute(*metadata, "shards_metadata") : nullptr;
+    if (listed == nullptr || listed->kind != PickleKind::kList) return malformed(*metadata, "its metadata lists no shards_metadata");
+    record.shards_total = listed->items.size();
+    for (const PickleValue* shard : shards->items) {
+      const PickleValue* data = shard->kind == PickleKind::kObject ? attribute(*shard, "tensor") : nullptr;
+      const PickleValue* where = shard->kind == PickleKind::kObject ? attribute(*shard, "metadata") : nullptr;
+      const PickleValue* offsets = where != nullptr && where->kind == PickleKind::kObject ? attribute(*where, "shard_offsets") : nullptr;
+      if (data == nullptr || offsets == nullptr) return malformed(*shard, "a local shard without tensor and metadata.shard_offsets");
+      TM_ASSIGN_OR_RETURN(std::vector<int64_t> start, int_tuple(offsets, *shard, name, "shard_offsets"));
+      TM_ASSIGN_OR_RETURN(Interpretation tensor, interpret(data, name, depth + 1));
+      if (tensor.kind != Interpretation::Kind::kTensor) return malformed(*data, "a local shard's tensor is not a stored tensor");
+      if (start.size() != record.shape.size() || tensor.view.shape.size() != record.shape.size() || tensor.view.dtype != record.dtype) {
+        return malformed(*shard, "a local shard of " + std::to_string(tensor.view.shape.size()) + " dimensions (" +
+                                     std::string(dtype_name(tensor.view.dtype)) + ") at " + std::to_string(start.size()) +
+                                     " offsets, in a tensor of " + std::to_string(record.shape.size()) + " (" +
+                                     std::string(dtype_name(record.dtype)) + ")");
+      }
+      LocalShard local;
+      std::string part;
+      bool whole = true;
+      for (size_t d = 0; d < start.size(); ++d) {
+        const uint64_t begin = static_cast<uint64_t>(start[d]), extent = tensor.view.shape[d];
+        if (start[d] < 0 || begin > record.shape[d] || record.shape[d] - begin < extent) {
+          return malformed(*shard, "a local shard at offset " + std::to_string(start[d]) + " of size " + std::to_string(extent) +
+                                       " in dim " + std::to_string(d) + " reaches outside its " + std::to_string(record.shape[d]));
+        }
+        local.offsets.push_back(begin);
+        whole = whole && extent == record.shape[d];
+        part += (d ? ", " : "") + std::to_string(begin) + ":" + std::to_string(begin + extent);
+      }
+      local.tensor = tensors_.size();
+      TM_RETURN_IF_ERROR(add_tensor(whole ? name : name + "[" + part + "]", tensor.view));
+      record.local.push_back(std::move(local));
+    }
+    sharded_.push_back(std::move(record));
+    return Status::Ok();
+  }
+
   Result<int64_t> int_arg(const PickleValue* value, const PickleValue& at, const std::string& name,
                           std::string_view what) const {
     if (value->kind != PickleKind::kInt) {
@@ -528,6 +613,7 @@ class TensorCollector {
   std::unordered_map<const PickleValue*, Interpretation> cache_;
   std::unordered_map<std::string, StorageEntry> storages_;
   std::vector<TensorInfo> tensors_;
+  std::vector<ShardedTensorRecord> sharded_;
   std::unordered_set<std::string> names_;
   std::vector<std::string> notes_;
   size_t ignored_count_ = 0;

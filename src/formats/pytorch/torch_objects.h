@@ -13,10 +13,27 @@
 
 namespace tensormorph::pytorch {
 
+/// One shard of a ShardedTensor that this archive holds.
+struct LocalShard {
+  std::vector<uint64_t> offsets;  ///< where it starts in the whole tensor
+  size_t tensor = 0;              ///< its data: index into TorchTensors::tensors
+};
+
+/// A torch.distributed ShardedTensor (what FSDP's local and sharded state dicts hold): the whole
+/// tensor's dtype and shape, and the shards of it this archive holds.
+struct ShardedTensorRecord {
+  std::string name;               ///< its path in the pickle, as a plain tensor's
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;    ///< the whole tensor's
+  std::vector<LocalShard> local;  ///< the shards this archive holds
+  uint64_t shards_total = 0;      ///< how many shards its metadata lists over all ranks
+};
+
 /// Tensors found in a pickle, plus what was noticed along the way.
 struct TorchTensors {
-  std::vector<TensorInfo> tensors;  ///< in the order the walk met them
+  std::vector<TensorInfo> tensors;  ///< in the order the walk met them (a ShardedTensor's local shards included)
   std::vector<std::string> notes;   ///< globals recorded but not imported, skipped values, ...
+  std::vector<ShardedTensorRecord> sharded;  ///< the ShardedTensors met
 };
 
 /// Bounds on the walk that names tensors, so a hostile object graph cannot take forever.
