@@ -155,8 +155,10 @@ def gguf_seeds():
 
 def zip_and_pickle_seeds():
     directory = os.path.join(FIXTURES, "pytorch")
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
+    # The per-rank archives of ShardedTensors (FSDP) too: their pickles reach the ShardedTensor reading.
+    sharded = [os.path.join(FIXTURES, "sharded", d, "rank0.pt") for d in ("fsdp_local", "fsdp_sharded")]
+    for path in [os.path.join(directory, name) for name in sorted(os.listdir(directory))] + sharded:
+        name = os.path.basename(path)
         if name.endswith(".json") or name.endswith(".py"):
             continue
         with open(path, "rb") as f:
