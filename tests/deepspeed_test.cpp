@@ -175,6 +175,27 @@ TEST(DeepSpeed, ModelParallelRanksAreJoinedByLayerRoleFromTheirDataParallelParti
   EXPECT_EQ((*ruled)->find("mp_rank_00/language_model.encoder.layers.0.mlp.mystery.weight"), nullptr);
 }
 
+TEST(DeepSpeed, ModelStatesOfModelParallelRanksWithoutZeroAreJoined) {
+  // latest_checkpointed_iteration.txt names 80000/, which holds mp_rank_00/01_model_states.pt.
+  auto opened = open_checkpoint(fixture("cpm_tp2"));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const Checkpoint& ckpt = **opened;
+  EXPECT_EQ(ckpt.format(), CheckpointFormat::kDeepSpeed);
+  EXPECT_EQ(ckpt.files().size(), 2u);
+  expect_fixture_tensors(ckpt, "cpm_tp2.expected.json");
+  EXPECT_EQ(fact(ckpt, "deepspeed.zero_stage"), "0");
+  EXPECT_EQ(fact(ckpt, "deepspeed.tensors_joined"), "6");
+  EXPECT_EQ(fact(ckpt, "deepspeed.tensors_per_rank"), "0");
+  bool noted = false;
+  for (const std::string& note : ckpt.notes()) noted = noted || note == "mp_rank_01: 1 tensors outside module (optimizer state, ...) are not listed";
+  EXPECT_TRUE(noted);
+  // One rank's model states alone are a plain PyTorch archive, as before.
+  auto one = open_checkpoint(fixture("cpm_tp2/80000/mp_rank_01_model_states.pt"));
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ((*one)->format(), CheckpointFormat::kPyTorch);
+  EXPECT_EQ((*one)->find("module.word_embeddings.weight")->shape, (std::vector<uint64_t>{4, 3}));
+}
+
 TEST(DeepSpeed, Zero3ModelParallelRanksAreEachReadWithTheirOwnModelStates) {
   // The zero3 fixture's archives copied as a second model-parallel rank: its names tell no split,
   // so each rank's parameters are listed per rank, and a rule joins them.

@@ -44,6 +44,15 @@ std::optional<std::pair<uint32_t, uint32_t>> optim_rank(std::string_view name) {
   return std::pair(static_cast<uint32_t>(std::stoul(std::string(dp))), static_cast<uint32_t>(std::stoul(std::string(mp))));
 }
 
+/// The model-parallel rank a `mp_rank_MM_model_states.pt` name gives; nullopt for other names.
+std::optional<uint32_t> model_states_rank(std::string_view name) {
+  constexpr std::string_view kHead = "mp_rank_", kEnd = "_model_states.pt";
+  if (!name.starts_with(kHead) || !name.ends_with(kEnd)) return std::nullopt;
+  const std::string_view digits = name.substr(kHead.size(), name.size() - kHead.size() - kEnd.size());
+  if (!digits_only(digits) || digits.size() < 2) return std::nullopt;
+  return static_cast<uint32_t>(std::stoul(std::string(digits)));
+}
+
 bool holds_zero_states(const fs::path& directory) {
   std::error_code ec;
   if (!fs::is_regular_file(directory / kModelStates, ec) && !fs::is_regular_file(directory / kZero3ModelStates, ec)) return false;
@@ -53,6 +62,16 @@ bool holds_zero_states(const fs::path& directory) {
   }
   return false;
 }
+
+/// Model states of several model-parallel ranks without ZeRO's optimizer-states archives (DeepSpeed
+/// without ZeRO, as Megatron-DeepSpeed models such as CPM were saved): each rank's `module` is its part.
+bool holds_model_parallel_states(const fs::path& directory) {
+  std::error_code ec;
+  return fs::is_regular_file(directory / model_states_name(0, false), ec) && fs::is_regular_file(directory / model_states_name(1, false), ec) &&
+         !holds_zero_states(directory);
+}
+
+bool holds_states(const fs::path& directory) { return holds_zero_states(directory) || holds_model_parallel_states(directory); }
 
 std::string trim(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
@@ -76,11 +95,34 @@ Result<std::optional<std::string>> latest_tag(const fs::path& directory) {
   return std::optional<std::string>(std::move(text));
 }
 
-/// `directory` itself when it holds the states, else the tag directory its `latest` file names.
+/// The directory Megatron-DeepSpeed's latest_checkpointed_iteration.txt names when it holds model
+/// states (the iteration N as "N", "global_stepN" or "iter_NNNNNNN"); nullopt otherwise.
+std::optional<fs::path> latest_iteration_states(const fs::path& directory) {
+  const fs::path latest = directory / "latest_checkpointed_iteration.txt";
+  std::error_code ec;
+  if (!fs::is_regular_file(latest, ec) || fs::file_size(latest, ec) > 64) return std::nullopt;
+  auto text = read_file_range(latest, 0, fs::file_size(latest, ec));
+  if (!text.ok()) return std::nullopt;
+  const std::string iteration = trim(std::move(*text));
+  if (iteration.empty() || iteration.size() > 18 ||
+      !std::all_of(iteration.begin(), iteration.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  char padded[32];
+  std::snprintf(padded, sizeof padded, "iter_%07llu", static_cast<unsigned long long>(std::stoull(iteration)));
+  for (const std::string& name : {iteration, "global_step" + iteration, std::string(padded)}) {
+    if (holds_states(directory / name)) return directory / name;
+  }
+  return std::nullopt;
+}
+
+/// `directory` itself when it holds the states, else the tag directory its `latest` file (or
+/// latest_checkpointed_iteration.txt) names.
 Result<fs::path> tag_directory(const fs::path& directory) {
-  if (holds_zero_states(directory)) return directory;
+  if (holds_states(directory)) return directory;
   TM_ASSIGN_OR_RETURN(const auto tag, latest_tag(directory));
   if (!tag) {
+    if (auto named = latest_iteration_states(directory)) return *named;
     return Status::NotFound(directory.string() + ": no " + std::string(kModelStates) + " with zero_pp_rank_R" + std::string(kOptimTail) +
                             " archives, and no 'latest' file naming a directory that holds them");
   }
@@ -90,7 +132,7 @@ Result<fs::path> tag_directory(const fs::path& directory) {
     return Status::NotFound((directory / kLatest).string() + ": names tag " + quoted_name(*tag, 40) + ", but " + named.string() +
                             " is not a directory");
   }
-  if (!holds_zero_states(named)) {
+  if (!holds_states(named)) {
     return Status::NotFound((directory / kLatest).string() + ": names " + named.string() + ", which holds no " + std::string(kModelStates) +
                             " with zero_pp_rank_R" + std::string(kOptimTail) + " archives");
   }
@@ -202,21 +244,100 @@ Result<JoinedRanks> join_model_parallel_ranks(const std::vector<RankPart>& parts
   return out;
 }
 
+/// What rank 0's model states record of the model-parallel size (`mp_world_size`,
+/// `args.tensor_model_parallel_size`) equals the ranks found.
+Status check_model_parallel_size(const fs::path& tag, const std::vector<RankPart>& parts) {
+  const auto recorded = [&](std::optional<int64_t> size, const char* what) -> Status {
+    if (!size || *size == static_cast<int64_t>(parts.size())) return Status::Ok();
+    return Status::FormatError(parts[0].model_path.string() + ": says " + what + "=" + std::to_string(*size) + ", but " + tag.string() +
+                               " holds " + std::to_string(parts.size()) + " model-parallel rank" + (parts.size() == 1 ? "" : "s") + " (" +
+                               mp_rank_name(0) + (parts.size() > 1 ? " .. " + mp_rank_name(static_cast<uint32_t>(parts.size() - 1)) : "") + ")");
+  };
+  TM_RETURN_IF_ERROR(recorded(parts[0].model.mp_world_size, "mp_world_size"));
+  return recorded(parts[0].model.args.tensor_parallel_size, "args.tensor_model_parallel_size");
+}
+
+/// Each model-parallel rank's model states without ZeRO: its `module` tensors under their names,
+/// its files appended to `files`.
+Result<std::vector<RankPart>> model_states_ranks(const fs::path& tag, std::vector<SourceFile>& files) {
+  std::map<uint32_t, fs::path> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tag, ec)) {
+    if (!entry.is_regular_file()) continue;
+    if (const auto mp = model_states_rank(entry.path().filename().string())) found.emplace(*mp, entry.path());
+  }
+  if (ec) return Status::IoError(tag.string() + ": cannot list directory: " + ec.message());
+  std::vector<RankPart> parts;
+  const uint32_t last = found.rbegin()->first;
+  for (uint32_t mp = 0; mp <= last; ++mp) {
+    const auto it = found.find(mp);
+    if (it == found.end()) {
+      return Status::NotFound(tag.string() + ": model-parallel rank " + std::to_string(mp) + " is missing (" + model_states_name(mp, false) +
+                              "), yet " + mp_rank_name(last) + " is present");
+    }
+    TM_ASSIGN_OR_RETURN(auto archive, pytorch::open_file(it->second));
+    TM_ASSIGN_OR_RETURN(const pytorch::PickleTree tree, pytorch::read_archive_pickle(it->second));
+    RankPart part;
+    part.model_path = it->second;
+    part.model.args = megatron::training_args(tree);
+    if (const pytorch::PickleValue* root = tree.root(); root != nullptr && root->kind == pytorch::PickleKind::kDict) {
+      const pytorch::PickleValue* size = root->get("mp_world_size");
+      if (size != nullptr && size->kind == pytorch::PickleKind::kInt) part.model.mp_world_size = size->integer;
+      const pytorch::PickleValue* version = root->get("ds_version");
+      if (version != nullptr && version->kind == pytorch::PickleKind::kString) part.model.ds_version = printable(version->text, 40);
+    }
+    const auto file = static_cast<uint32_t>(files.size());
+    files.push_back(archive->files()[0]);
+    uint64_t outside = 0;
+    constexpr std::string_view kModule = "module.";
+    for (const TensorInfo& t : archive->tensors()) {
+      if (!t.name.starts_with(kModule)) {
+        ++outside;
+        continue;
+      }
+      TensorInfo copy = t;
+      copy.name = t.name.substr(kModule.size());
+      copy.file = file;
+      part.tensors.push_back(std::move(copy));
+    }
+    if (outside > 0) part.notes.push_back(std::to_string(outside) + " tensors outside module (optimizer state, ...) are not listed");
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 }  // namespace
 
 bool is_zero_directory(const fs::path& directory) {
-  if (holds_zero_states(directory)) return true;
+  if (holds_states(directory) || latest_iteration_states(directory)) return true;
   auto tag = latest_tag(directory);
   if (!tag.ok() || !tag->has_value()) return false;
   // A `latest` naming a missing global_stepN is DeepSpeed's: opening says what is missing.
   std::error_code ec;
-  return holds_zero_states(directory / **tag) || (!fs::exists(directory / **tag, ec) && (*tag)->starts_with("global_step"));
+  return holds_states(directory / **tag) || (!fs::exists(directory / **tag, ec) && (*tag)->starts_with("global_step"));
 }
 
 Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, std::span<const std::string> rules) {
   TM_ASSIGN_OR_RETURN(const fs::path tag, tag_directory(directory));
-  TM_ASSIGN_OR_RETURN(const auto archives, rank_archives(tag));
   std::vector<SourceFile> files;
+  if (holds_model_parallel_states(tag)) {
+    TM_ASSIGN_OR_RETURN(std::vector<RankPart> parts, model_states_ranks(tag, files));
+    TM_RETURN_IF_ERROR(check_model_parallel_size(tag, parts));
+    TM_ASSIGN_OR_RETURN(JoinedRanks joined, join_model_parallel_ranks(parts, rules));
+    for (uint32_t mp = 0; mp < parts.size(); ++mp) {
+      for (const std::string& note : parts[mp].notes) joined.notes.push_back(mp_rank_name(mp) + ": " + note);
+    }
+    joined.notes.push_back("model states without ZeRO optimizer states: each model-parallel rank's module tensors as saved");
+    std::vector<FormatFact> facts = {{"deepspeed.zero_stage", 0, std::nullopt},
+                                     {"deepspeed.tag", tag.filename().string(), std::nullopt},
+                                     {"deepspeed.ds_version", parts[0].model.ds_version, std::nullopt},
+                                     {"deepspeed.model_parallel_size", parts.size(), std::nullopt},
+                                     {"deepspeed.tensors_joined", joined.joined, std::nullopt},
+                                     {"deepspeed.tensors_per_rank", joined.per_rank, std::nullopt}};
+    return std::make_unique<Checkpoint>(CheckpointFormat::kDeepSpeed, directory, std::move(files), std::move(joined.tensors),
+                                        std::vector<MetadataEntry>{}, std::move(joined.notes), std::move(facts));
+  }
+  TM_ASSIGN_OR_RETURN(const auto archives, rank_archives(tag));
   std::vector<RankPart> parts;
   const bool model_parallel = archives.size() > 1;
   for (uint32_t mp = 0; mp < archives.size(); ++mp) {
@@ -230,14 +351,7 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
     parts.push_back(std::move(part));
   }
   const RankPart& first = parts[0];
-  const auto recorded = [&](std::optional<int64_t> size, const char* what) -> Status {
-    if (!size || *size == static_cast<int64_t>(parts.size())) return Status::Ok();
-    return Status::FormatError(first.model_path.string() + ": says " + what + "=" + std::to_string(*size) + ", but " + tag.string() +
-                               " holds " + std::to_string(parts.size()) + " model-parallel rank" + (parts.size() == 1 ? "" : "s") + " (" +
-                               mp_rank_name(0) + (parts.size() > 1 ? " .. " + mp_rank_name(static_cast<uint32_t>(parts.size() - 1)) : "") + ")");
-  };
-  TM_RETURN_IF_ERROR(recorded(first.model.mp_world_size, "mp_world_size"));
-  TM_RETURN_IF_ERROR(recorded(first.model.args.tensor_parallel_size, "args.tensor_model_parallel_size"));
+  TM_RETURN_IF_ERROR(check_model_parallel_size(tag, parts));
   std::vector<FormatFact> facts = {{"deepspeed.zero_stage", first.stage, std::nullopt},
                                    {"deepspeed.world_size", first.world, std::nullopt},
                                    {"deepspeed.param_groups", first.groups, std::nullopt},
