@@ -234,10 +234,7 @@ Result<JoinedRanks> join_model_parallel_ranks(const std::vector<RankPart>& parts
   }
   out.per_rank = per_rank_names.size();
   if (!per_rank_names.empty()) {
-    std::string list;
-    for (size_t i = 0; i < std::min<size_t>(per_rank_names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(per_rank_names[i]);
-    if (per_rank_names.size() > 5) list += " and " + std::to_string(per_rank_names.size() - 5) + " more";
-    out.notes.push_back("listed per rank (mp_rank_MM/<name>): the model-parallel split of " + list +
+    out.notes.push_back("listed per rank (mp_rank_MM/<name>): the model-parallel split of " + megatron::names_text(per_rank_names) +
                         " cannot be inferred from its layer's name, or its parts differ in dtype or shape across ranks, or not every rank holds it");
   }
   for (std::string& note : join.unmatched_rule_notes()) out.notes.push_back(std::move(note));

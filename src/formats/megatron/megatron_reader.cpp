@@ -295,12 +295,6 @@ Result<std::unique_ptr<Checkpoint>> open_directory(const fs::path& directory, st
     }
     layer_offset += stage_layers;
   }
-  const auto names_text = [](const std::vector<std::string>& names) {
-    std::string list;
-    for (size_t i = 0; i < std::min<size_t>(names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(names[i]);
-    if (names.size() > 5) list += " and " + std::to_string(names.size() - 5) + " more";
-    return list;
-  };
   const std::string per_rank_form = grid.staged ? "mp_rank_XX_YYY/<name>" : "mp_rank_XX/<name>";
   if (!per_rank_names.empty()) {
     notes.push_back("listed per rank (" + per_rank_form + "): the split of " + names_text(per_rank_names) +

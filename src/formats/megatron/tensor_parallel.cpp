@@ -201,6 +201,13 @@ Result<JoinResult> TensorParallelJoin::join(const std::string& global, std::stri
   return result;
 }
 
+std::string names_text(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < std::min<size_t>(names.size(), 5); ++i) list += (i ? ", " : "") + quoted_name(names[i]);
+  if (names.size() > 5) list += " and " + std::to_string(names.size() - 5) + " more";
+  return list;
+}
+
 uint64_t TensorParallelJoin::decided_by_rules() const {
   uint64_t total = 0;
   for (const Rule& rule : rules_) total += rule.matched;

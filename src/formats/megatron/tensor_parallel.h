@@ -26,6 +26,9 @@ struct TrainingArgs {
 /// Reads `args` from a checkpoint's root dict as data; absent fields stay unset.
 TrainingArgs training_args(const pytorch::PickleTree& tree);
 
+/// "'a', 'b', ... and N more": the first five of `names`, quoted, for a note.
+std::string names_text(const std::vector<std::string>& names);
+
 /// How one tensor came out of a join.
 enum class JoinKind {
   kJoined,      ///< the ranks' parts placed side by side along the split dimension

@@ -2,8 +2,9 @@
 // FSDP's local state dict (each rank's shard of a flat parameter) and sharded state dict (each
 // rank's rows of every parameter) give when every rank saves its own with torch.save. Each
 // ShardedTensor is presented whole, its blocks the ranks' local shards in place.
+#include <string.h>  // strverscmp (GNU)
+
 #include <algorithm>
-#include <cctype>
 #include <map>
 
 #include "core/printable.h"
@@ -15,29 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// File names in the order people number ranks: "rank2.pt" before "rank10.pt".
-bool natural_less(const fs::path& a_path, const fs::path& b_path) {
-  const std::string a = a_path.filename().string(), b = b_path.filename().string();
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
-      size_t i_end = i, j_end = j;
-      while (i_end < a.size() && std::isdigit(static_cast<unsigned char>(a[i_end]))) ++i_end;
-      while (j_end < b.size() && std::isdigit(static_cast<unsigned char>(b[j_end]))) ++j_end;
-      std::string_view x(a.data() + i, i_end - i), y(b.data() + j, j_end - j);
-      while (x.size() > 1 && x.front() == '0') x.remove_prefix(1);
-      while (y.size() > 1 && y.front() == '0') y.remove_prefix(1);
-      if (x.size() != y.size()) return x.size() < y.size();
-      if (x != y) return x < y;
-      i = i_end;
-      j = j_end;
-      continue;
-    }
-    if (a[i] != b[j]) return a[i] < b[j];
-    ++i;
-    ++j;
-  }
-  return a.size() - i < b.size() - j;
+/// File names in the order people number ranks: "rank2.pt" before "rank10.pt" (glibc's version order).
+bool natural_less(const fs::path& a, const fs::path& b) {
+  return strverscmp(a.filename().c_str(), b.filename().c_str()) < 0;
 }
 
 /// A whole tensor being assembled, and where its first description came from.
