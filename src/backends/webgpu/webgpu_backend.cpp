@@ -335,15 +335,18 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
   const uint64_t T = args.tile;
-  // Tiles of 32 and more: 8 lanes per row, one kernel per dtype for T = 32 and one for larger T.
-  // Smaller ones: a lane per slot.
-  const bool lanes = T >= kLanesTileMin;
-  const std::string first_name = !lanes         ? "tile_rows_" + std::string(info.name)
+  // Floats with tiles of 128 to 1024: 32 values per invocation. Other tiles of 32 and more: 8 lanes
+  // per row, one kernel per dtype for T = 32 and one for larger T. Smaller ones: a lane per slot.
+  const bool words = words_kernel_takes(args.input.dtype, T);
+  const bool lanes = !words && T >= kLanesTileMin;
+  const std::string first_name = words                ? "tile_words_" + std::string(info.name)
+                                 : !lanes             ? "tile_rows_" + std::string(info.name)
                                  : T == kLanesTileMin ? "tile_lanes_" + std::string(info.name) + "_32"
                                                       : "tile_lanes_" + std::string(info.name);
   TM_ASSIGN_OR_RETURN(api::ComputePipeline first_pipeline,
-                      device_->pipeline(first_name, lanes ? tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T))
-                                                          : tile_rows_kernel(args.input.dtype)));
+                      device_->pipeline(first_name, words   ? tile_words_kernel(args.input.dtype)
+                                                    : lanes ? tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T))
+                                                            : tile_rows_kernel(args.input.dtype)));
   TM_ASSIGN_OR_RETURN(api::ComputePipeline reduce_pipeline, device_->pipeline("tile_reduce", tile_reduce_kernel()));
   TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(args.input.dtype, args.cols));
   const uint64_t tiles_x = args.grid.cols;
@@ -359,10 +362,10 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
                                  std::to_string(T * row_bytes) + " bytes) exceeds a binding");
   }
   // S partial records per tile go from the first kernel to the reduce kernel.
-  const uint64_t parts = lanes ? T / kRowsPerGroup : T;
+  const uint64_t parts = tile_stats_parts(args.input.dtype, T);
   const uint64_t part_bytes_per_tile_row = parts * tiles_x * kRowRecordWords * 4;
   // Bands of whole tile rows: the input rows fit a chunk, the records one binding, the grid 65,535.
-  const uint64_t rows_groups_per_tile_row = lanes ? parts : std::max<uint64_t>(1, T * T / 256);
+  const uint64_t rows_groups_per_tile_row = words || lanes ? parts : std::max<uint64_t>(1, T * T / 256);
   uint64_t band_tile_rows = std::min({options_.chunk_bytes / std::max<uint64_t>(1, T * row_bytes),
                                       device_->max_binding_bytes() / part_bytes_per_tile_row,
                                       uint64_t{65535} / rows_groups_per_tile_row});
@@ -388,7 +391,7 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
                  host_nan_.propagate ? 1u : 0u,
                  static_cast<uint32_t>(parts)};
     const Binding record_binding{records.handle, 0, band_tiles * part_bytes_per_tile_row};
-    const uint64_t first_groups_y = lanes ? band_tiles * parts : (band_tiles * T + G - 1) / G;
+    const uint64_t first_groups_y = words || lanes ? band_tiles * parts : (band_tiles * T + G - 1) / G;
     TM_RETURN_IF_ERROR(device_->dispatch(first_pipeline, {input.first, record_binding}, &p, sizeof p,
                                          static_cast<uint32_t>(tiles_x), static_cast<uint32_t>(first_groups_y)));
     TM_RETURN_IF_ERROR(device_->dispatch(reduce_pipeline, {record_binding, Binding{tiles.handle, 0, grid_bytes}}, &p,

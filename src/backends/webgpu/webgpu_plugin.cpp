@@ -67,7 +67,7 @@ double bytes_per_ns(const WebGpuBackend& b, DType dtype, ops::CoreOp kind) {
 uint64_t tile_stats_working_bytes(const WebGpuBackend& b, const ops::TensorArgument& input, uint64_t view_bytes,
                                   uint64_t view_rows, uint32_t tile, uint64_t tiles) {
   const uint64_t staging = input.arg.buffer != nullptr ? 0 : std::min(b.chunk_bytes(), view_bytes);
-  const uint64_t parts = tile >= kLanesTileMin ? tile / kRowsPerGroup : tile;
+  const uint64_t parts = tile_stats_parts(input.dtype, tile);
   const uint64_t tile_rows = (view_rows + tile - 1) / std::max<uint32_t>(tile, 1);
   const uint64_t tiles_x = tile_rows == 0 ? 0 : tiles / tile_rows;
   const uint64_t records = tile_rows * parts * tiles_x * kRowRecordWords * 4;

@@ -8,6 +8,7 @@
 // device rounds as IEEE does.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -25,8 +26,18 @@ std::string tile_rows_kernel(DType dtype);
 /// tm.tile_stats@1, first pass for T >= kLanesTileMin: per (tile, residue of its rows mod T / 32),
 /// the halving levels of 32 rows read by 8 lanes each. One kernel serves T = 32, one every larger T.
 std::string tile_lanes_kernel(DType dtype, uint32_t tile);
-/// tm.tile_stats@1, second pass: per tile, the halving sums over its S partial records (S = T row
-/// records after tile_rows_kernel, T / 32 after tile_lanes_kernel); TM_TileStats out.
+/// tm.tile_stats@1, first pass for F32, F16 and BF16 with kWordsTileMin <= T <= kWordsTileMax:
+/// T / 32 invocations per row, each holding 32 of its values, per (tile, residue of its rows mod
+/// words_tile_parts(T)) the halving tree over 8192 / T rows. One kernel per dtype serves every T.
+std::string tile_words_kernel(DType dtype);
+/// The tiles tile_words_kernel takes, and whether it takes `dtype`.
+inline constexpr uint32_t kWordsTileMin = 128;
+inline constexpr uint32_t kWordsTileMax = 1024;
+bool words_kernel_takes(DType dtype, uint64_t tile);
+/// Partial records per tile after tile_words_kernel (its workgroups' residues): T * T / 8192.
+inline constexpr uint64_t words_tile_parts(uint64_t tile) { return tile * tile / 8192; }
+/// tm.tile_stats@1, second pass: per tile, the halving sums over its S = tile_stats_parts(dtype, T)
+/// partial records; TM_TileStats out.
 std::string tile_reduce_kernel();
 
 /// Lanes that share one row in tile_lanes_kernel, and rows one of its workgroups covers.
@@ -34,6 +45,11 @@ inline constexpr uint32_t kLanesPerRow = 8;
 inline constexpr uint32_t kRowsPerGroup = 32;
 /// The smallest tile tile_lanes_kernel takes.
 inline constexpr uint32_t kLanesTileMin = 32;
+/// Partial records per tile the first tile_stats pass writes for `dtype` and tile T.
+inline uint64_t tile_stats_parts(DType dtype, uint64_t tile) {
+  if (words_kernel_takes(dtype, tile)) return words_tile_parts(tile);
+  return tile >= kLanesTileMin ? tile / kRowsPerGroup : tile;
+}
 /// tm.histogram@1 with bin edges precomputed on the host as float32 order keys.
 std::string histogram_kernel(DType dtype);
 

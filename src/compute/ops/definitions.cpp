@@ -256,15 +256,16 @@ OpDefinition tile_stats_definition() {
     ViewRange range;
     uint32_t tile;
   };
-  // Every tile size; views with ragged edges, unaligned starts, a single row, an empty column range;
-  // a last tile row of 14 rows; Q4_K's integer sums over two super-blocks per row, from the
-  // second one, and with a ragged edge.
+  // Every tile size; views with ragged edges, unaligned starts (of 16-bit words too), a single row,
+  // an empty column range; a last tile row of 14 rows; Q4_K's integer sums over two super-blocks per
+  // row, from the second one, and with a ragged edge.
   const View views[] = {
       {{0, kRows, 0, kCols}, 8},    {{0, kRows, 0, kCols}, 16},    {{0, kRows, 0, kCols}, 32},
       {{0, kRows, 0, kCols}, 64},   {{0, kRows, 0, kCols}, 128},   {{0, kRows, 0, kCols}, 256},
       {{0, kRows, 0, kCols}, 4096}, {{3, 290, 4, 500}, 64},        {{3, 290, 5, 501}, 32},
       {{17, 18, 256, 512}, 8},      {{0, kRows, 100, 100}, 16},    {{0, 270, 0, kCols}, 256},
       {{0, kRows, 0, kCols}, 512},  {{0, kRows, 256, kCols}, 256}, {{0, kRows, 0, 500}, 256},
+      {{3, 290, 5, 501}, 128},      {{0, kRows, 0, kCols}, 1024},
   };
   for (const View& v : views) {
     const uint64_t tiles = tile_grid(v.range, v.tile).count();

@@ -1,0 +1,21 @@
+// The WGSL text the kernels are assembled from, shared by the kernel files of this folder.
+#pragma once
+
+#include <string>
+
+#include "tensormorph/dtype.h"
+
+namespace tensormorph::webgpu::wgsl {
+
+/// 64-bit integers as vec2<u32>(low, high) and IEEE float64 arithmetic on them (add64, shl64,
+/// f64_add, f64_add_pos, f64_of, f64_square_of, f64_of_int, order keys).
+const char* float64_source();
+/// Loads from `src` at byte addresses (word_at, half_at, byte_at) and float32 arithmetic on bits
+/// with the host's NaN results.
+const char* loads_source();
+/// The uniform `Params` of the tile_stats kernels.
+const char* tile_params_source();
+/// `fn elem(row_byte, col) -> u32`: the float32 bits of one element of `dtype` (empty if none).
+std::string element_source(DType dtype);
+
+}  // namespace tensormorph::webgpu::wgsl
