@@ -87,24 +87,37 @@ fn f64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   return vec2<u32>(m.x, (x.y & 0x80000000u) | (e << 20u) | (m.y & 0xfffffu));
 }
 // f64_add for operands that are +0 or positive and normal (sums of squares): no signs, no
-// cancellation.
+// cancellation. It is the float64 tree's one addition for float32 squares, so its shifts are
+// constant where they can be and its sticky bit a mask, not a shift back and a comparison.
 fn f64_add_pos(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-  var x = a;
-  var y = b;
-  if (b.y > a.y || (b.y == a.y && b.x > a.x)) { x = b; y = a; }
+  let swap = b.y > a.y || (b.y == a.y && b.x > a.x);
+  let x = select(a, b, swap);
+  let y = select(b, a, swap);
   let ey = y.y >> 20u;
-  if (ey == 0u) { return x; }
   let ex = x.y >> 20u;
+  let d = ex - ey;
+  // y is +0 or below half an ulp of x (y < 2^(ey - 1022) <= 2^(ex - 1076)): the sum rounds to x.
+  if (ey == 0u || d >= 54u) { return x; }
   let mx = vec2<u32>(x.x << 3u, (((x.y & 0xfffffu) | 0x100000u) << 3u) | (x.x >> 29u));
-  let my = shr64_sticky(vec2<u32>(y.x << 3u, (((y.y & 0xfffffu) | 0x100000u) << 3u) | (y.x >> 29u)), ex - ey);
-  var m = add64(mx, my);
+  let my = vec2<u32>(y.x << 3u, (((y.y & 0xfffffu) | 0x100000u) << 3u) | (y.x >> 29u));
+  // my >> d, every bit shifted out ORed into bit 0.
+  let r = d & 31u;
+  let far = d >= 32u;
+  let lo = select((my.x >> r) | ((my.y << 1u) << (31u - r)), my.y >> r, far);
+  let hi = select(my.y >> r, 0u, far);
+  let out_mask = select(vec2<u32>((1u << r) - 1u, 0u), vec2<u32>(0xffffffffu, (1u << r) - 1u), far);
+  let sticky = select(0u, 1u, ((my.x & out_mask.x) | (my.y & out_mask.y)) != 0u);
+  var m = add64(mx, vec2<u32>(lo | sticky, hi));
   var e = ex;
-  if ((m.y & 0x1000000u) != 0u) { m = shr64_sticky(m, 1u); e = e + 1u; }
+  if ((m.y & 0x1000000u) != 0u) {
+    m = vec2<u32>((m.x >> 1u) | (m.y << 31u) | (m.x & 1u), m.y >> 1u);
+    e = e + 1u;
+  }
   let low = m.x & 7u;
-  m = shr64(m, 3u);
+  m = vec2<u32>((m.x >> 3u) | (m.y << 29u), m.y >> 3u);
   if (low > 4u || (low == 4u && (m.x & 1u) == 1u)) {
     m = add64(m, vec2<u32>(1u, 0u));
-    if ((m.y & 0x200000u) != 0u) { m = shr64(m, 1u); e = e + 1u; }
+    if ((m.y & 0x200000u) != 0u) { m = vec2<u32>((m.x >> 1u) | (m.y << 31u), m.y >> 1u); e = e + 1u; }
   }
   return vec2<u32>(m.x, (e << 20u) | (m.y & 0xfffffu));
 }
@@ -139,9 +152,11 @@ fn f64_square_of(u: u32) -> vec2<u32> {
   let l = m & 0xffffu;
   let hl2 = 2u * h * l;
   var p = add64(vec2<u32>(l * l, h * h), vec2<u32>(hl2 << 16u, hl2 >> 16u));
-  var e2 = 2 * e;
-  if ((p.y & 0x8000u) != 0u) { p = shl64(p, 5u); e2 = e2 + 1; } else { p = shl64(p, 6u); }
-  return vec2<u32>(p.x, (u32(e2 + 1023) << 20u) | (p.y & 0xfffffu));
+  // 47 or 48 significant bits: the implicit bit to bit 52.
+  let wide = (p.y >> 15u) & 1u;
+  let s = 6u - wide;
+  p = vec2<u32>(p.x << s, (p.y << s) | (p.x >> (32u - s)));
+  return vec2<u32>(p.x, (u32(2 * e + i32(wide) + 1023) << 20u) | (p.y & 0xfffffu));
 }
 fn neg64(a: vec2<u32>) -> vec2<u32> { return sub64(vec2<u32>(0u, 0u), a); }
 // The float64 of acc * 2^unit, acc a nonzero signed integer below 2^53 in magnitude (exact).

@@ -496,8 +496,8 @@ var<private> c_zeros: u32;
 var<private> k_min: u32 = 0xff800000u;
 var<private> k_max: u32 = 0x007fffffu;
 var<private> k_abs: u32;
+// The smallest nonzero finite magnitude less one (0xffffffff: none).
 var<private> min_nonzero: u32 = 0xffffffffu;
-var<private> all_minus_zero: bool = true;
 // The invocation's exact sums, in units of 2^(unit_of(E0)) and its square.
 var<private> E0: u32;
 var<private> acc32: u32;
@@ -506,7 +506,6 @@ var<private> acc_q: vec2<u32>;
 
 // One slot: counted and observed when present.
 fn observe(present: bool, u: u32) {
-  all_minus_zero = all_minus_zero && present && u == 0x80000000u;
   if (!present) { return; }
   let mag = u & 0x7fffffffu;
   if (mag >= 0x7f800000u) {
@@ -518,7 +517,7 @@ fn observe(present: bool, u: u32) {
   k_min = min(k_min, key);
   k_max = max(k_max, key);
   k_abs = max(k_abs, mag);
-  min_nonzero = min(min_nonzero, select(0xffffffffu, mag, mag != 0u));
+  min_nonzero = min(min_nonzero, mag - 1u);
 }
 // A finite value is m * 2^(max(e, 1) - 150 + DROP), e its float32 exponent field: m, or 0 when
 // absent or not finite; and its shift above the invocation's unit.
@@ -608,7 +607,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   code += "  {\n" + each("observe") + "  }\n";
   code += R"(
   let none = min_nonzero == 0xffffffffu;
-  E0 = select(max(min_nonzero >> 23u, 1u), 255u, none);
+  E0 = select(max((min_nonzero + 1u) >> 23u, 1u), 255u, none);
+  // Every slot present and -0 (so none is +0: its key is above -0's).
+  let all_minus_zero = c_zeros == 32u && k_max == 0x7fffffffu;
   let top = max(k_abs >> 23u, 1u);
   let spread = select(top - E0, 0u, none);
 )";
