@@ -47,6 +47,7 @@ struct Variant {
   const char* name;
   bool same_result;  ///< a rewrite that must keep the shipped kernel's bytes
   std::function<bool(std::string&, DType)> edit;
+  uint64_t parts = kParts;  ///< partial records per tile the kernel writes (its dispatch's rows)
 };
 
 std::vector<Variant> variants() {
@@ -149,21 +150,57 @@ std::vector<Variant> variants() {
       // invocation, contiguous loads, exact row sums across a row's invocations).
       {"words", true,
        [](std::string& c, DType dtype) {
-         c = tile_words_kernel(dtype);
+         c = tile_words_kernel(dtype, true);
          return words_tile_parts(kTile) == kParts;
+       }},
+      {"words-16", true, [](std::string& c, DType dtype) { c = tile_words_kernel(dtype, true, 16); return true; },
+       words_tile_parts(kTile, 16)},
+      {"words-unaligned", true, [](std::string& c, DType dtype) { c = tile_words_kernel(dtype, false); return true; }},
+      // The words kernel counting with selects rather than early returns (one rare branch for
+      // infinities and NaN).
+      {"words-flat-observe", true,
+       [](std::string& c, DType dtype) {
+         c = tile_words_kernel(dtype, true);
+         return replace_once(c, R"(fn observe(present: bool, u: u32) {
+  if (!present) { return; }
+  let mag = u & 0x7fffffffu;
+  if (mag >= 0x7f800000u) {
+    if (mag > 0x7f800000u) { c_nan = c_nan + 1u; } else if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+    return;
+  }
+  c_zeros = c_zeros + select(0u, 1u, mag == 0u);
+  let key = order_key(u);
+  k_min = min(k_min, key);
+  k_max = max(k_max, key);
+  k_abs = max(k_abs, mag);
+  min_nonzero = min(min_nonzero, mag - 1u);
+})",
+                             R"(fn observe(present: bool, u: u32) {
+  let mag = u & 0x7fffffffu;
+  let finite = present && mag < 0x7f800000u;
+  if (present && mag >= 0x7f800000u) {
+    if (mag > 0x7f800000u) { c_nan = c_nan + 1u; } else if (u == mag) { c_pinf = c_pinf + 1u; } else { c_ninf = c_ninf + 1u; }
+  }
+  c_zeros = c_zeros + select(0u, 1u, finite && mag == 0u);
+  let key = order_key(u);
+  k_min = min(k_min, select(0xff800000u, key, finite));
+  k_max = max(k_max, select(0x007fffffu, key, finite));
+  k_abs = max(k_abs, select(0u, mag, finite));
+  min_nonzero = min(min_nonzero, select(0xffffffffu, mag - 1u, finite));
+})");
        }},
       // The words kernel with one part removed (measurements, not kernels): F32 squares' float64 tree,
       // the exact integer sums, everything but the loads.
       {"words-no-f32-tree", false,
        [](std::string& c, DType dtype) {
-         c = tile_words_kernel(dtype);
+         c = tile_words_kernel(dtype, true);
          if (dtype != DType::kF32) return true;
          return replace_once(c, "  {\n    var q0: vec2<u32>;", "  if (false) {\n    var q0: vec2<u32>;") &&
                 replace_once(c, "    flags = flags | 2u;\n", "");
        }},
       {"words-no-int-sums", false,
        [](std::string& c, DType dtype) {
-         c = tile_words_kernel(dtype);
+         c = tile_words_kernel(dtype, true);
          const bool f32 = dtype == DType::kF32;
          return replace_once(c, "fn sum64(present: bool, u: u32) {\n", "fn sum64(present: bool, u: u32) {\n  if (u != 1u) { return; }\n") &&
                 replace_once(c, "fn sum32(present: bool, u: u32) {\n", "fn sum32(present: bool, u: u32) {\n  if (u != 1u) { return; }\n") &&
@@ -172,7 +209,7 @@ std::vector<Variant> variants() {
        }},
       {"words-loads-only", false,
        [](std::string& c, DType dtype) {
-         c = tile_words_kernel(dtype);
+         c = tile_words_kernel(dtype, true);
          const bool f32 = dtype == DType::kF32;
          return replace_once(c, "fn observe(present: bool, u: u32) {\n", "fn observe(present: bool, u: u32) {\n  k_abs = k_abs ^ u;\n  if (u != 1u) { return; }\n") &&
                 replace_once(c, "fn sum64(present: bool, u: u32) {\n", "fn sum64(present: bool, u: u32) {\n  if (u != 1u) { return; }\n") &&
@@ -186,7 +223,7 @@ std::vector<Variant> variants() {
       // shifts): what the leaner addition saves on F32 squares' trees.
       {"words-former-add", true,
        [](std::string& c, DType dtype) {
-         c = tile_words_kernel(dtype);
+         c = tile_words_kernel(dtype, true);
          const size_t begin = c.find("fn f64_add_pos(");
          const size_t end = c.find("// The float64 of a finite float32 (exact).");
          if (begin == std::string::npos || end == std::string::npos) return false;
@@ -258,7 +295,8 @@ int run(int argc, char** argv) {
     const uint64_t row_bytes = kCols * elem_bytes;
     const uint64_t rows = bytes / row_bytes, band_rows = band_bytes / row_bytes;
     const uint64_t tiles_x = kCols / kTile, band_tiles = band_rows / kTile;
-    const uint64_t record_bytes = band_tiles * kParts * tiles_x * kRowRecordWords * 4;
+    constexpr uint64_t kMostParts = 64;  // the most partial records per tile of any variant
+    const uint64_t record_bytes = band_tiles * kMostParts * tiles_x * kRowRecordWords * 4;
     const uint64_t grid_bytes = (rows / kTile) * tiles_x * 72;
     if (Status s = device->write(*input, 0, dtype == DType::kF32 ? f32.data() : bf16.data(), bytes); !s.ok()) {
       return std::printf("write: %s\n", s.message().c_str()), 1;
@@ -270,15 +308,15 @@ int run(int argc, char** argv) {
     std::vector<uint8_t> reference;
     double first_seconds = 0;
     // One pass of `pipeline` over the whole matrix, band by band, each band's tiles reduced.
-    auto pass = [&](const api::ComputePipeline& pipeline) -> Status {
+    auto pass = [&](const api::ComputePipeline& pipeline, uint64_t parts) -> Status {
       for (uint64_t band = 0; band < rows / band_rows; ++band) {
         TileParams p{0, static_cast<uint32_t>(row_bytes), static_cast<uint32_t>(band_rows), 0, static_cast<uint32_t>(kCols),
                      static_cast<uint32_t>(kTile), static_cast<uint32_t>(tiles_x),
-                     static_cast<uint32_t>(band * band_tiles), default_nan, 0, static_cast<uint32_t>(kParts)};
+                     static_cast<uint32_t>(band * band_tiles), default_nan, 0, static_cast<uint32_t>(parts)};
         const Binding in{input->handle, band * band_bytes, band_bytes};
         const Binding rec{records->handle, 0, record_bytes};
         TM_RETURN_IF_ERROR(device->dispatch(pipeline, {in, rec}, &p, sizeof p, static_cast<uint32_t>(tiles_x),
-                                            static_cast<uint32_t>(band_tiles * kParts)));
+                                            static_cast<uint32_t>(band_tiles * parts)));
         TM_RETURN_IF_ERROR(device->dispatch(*reduce, {rec, Binding{tiles->handle, 0, grid_bytes}}, &p, sizeof p,
                                             static_cast<uint32_t>(tiles_x), static_cast<uint32_t>(band_tiles)));
       }
@@ -290,7 +328,7 @@ int run(int argc, char** argv) {
       auto warm = device->pipeline(std::string("warm-up") + std::string(dtype_info(dtype).name), tile_lanes_kernel(dtype, kTile));
       if (!warm.ok()) return std::printf("warm-up: %s\n", warm.status().message().c_str()), 1;
       for (const auto start = std::chrono::steady_clock::now(); seconds_since(start) < 2.0;) {
-        if (Status s = pass(*warm); !s.ok()) return std::printf("warm-up: %s\n", s.message().c_str()), 1;
+        if (Status s = pass(*warm, kParts); !s.ok()) return std::printf("warm-up: %s\n", s.message().c_str()), 1;
       }
     }
     for (const Variant& v : variants()) {
@@ -302,7 +340,7 @@ int run(int argc, char** argv) {
       std::vector<double> times;
       for (int rep = 0; rep <= reps; ++rep) {
         const auto start = std::chrono::steady_clock::now();
-        if (Status s = pass(*pipeline); !s.ok()) return std::printf("%s: %s\n", v.name, s.message().c_str()), 1;
+        if (Status s = pass(*pipeline, v.parts); !s.ok()) return std::printf("%s: %s\n", v.name, s.message().c_str()), 1;
         if (rep > 0) times.push_back(seconds_since(start));  // the first run compiles
       }
       std::sort(times.begin(), times.end());

@@ -339,14 +339,18 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   // per row, one kernel per dtype for T = 32 and one for larger T. Smaller ones: a lane per slot.
   const bool words = words_kernel_takes(args.input.dtype, T);
   const bool lanes = !words && T >= kLanesTileMin;
-  const std::string first_name = words                ? "tile_words_" + std::string(info.name)
-                                 : !lanes             ? "tile_rows_" + std::string(info.name)
-                                 : T == kLanesTileMin ? "tile_lanes_" + std::string(info.name) + "_32"
-                                                      : "tile_lanes_" + std::string(info.name);
-  TM_ASSIGN_OR_RETURN(api::ComputePipeline first_pipeline,
-                      device_->pipeline(first_name, words   ? tile_words_kernel(args.input.dtype)
-                                                    : lanes ? tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T))
-                                                            : tile_rows_kernel(args.input.dtype)));
+  // The words kernel's pipeline depends on the band's alignment (whole-word loads when it allows).
+  auto first_pipeline_for = [&](uint64_t base_byte, uint64_t row_bytes) -> Result<api::ComputePipeline> {
+    const std::string name(info.name);
+    if (words) {
+      const bool aligned = words_aligned(base_byte, row_bytes, args.range.col_begin, info.block_bytes);
+      return device_->pipeline("tile_words_" + name + (aligned ? "" : "_unaligned"),
+                               tile_words_kernel(args.input.dtype, aligned));
+    }
+    if (!lanes) return device_->pipeline("tile_rows_" + name, tile_rows_kernel(args.input.dtype));
+    return device_->pipeline(T == kLanesTileMin ? "tile_lanes_" + name + "_32" : "tile_lanes_" + name,
+                             tile_lanes_kernel(args.input.dtype, static_cast<uint32_t>(T)));
+  };
   TM_ASSIGN_OR_RETURN(api::ComputePipeline reduce_pipeline, device_->pipeline("tile_reduce", tile_reduce_kernel()));
   TM_ASSIGN_OR_RETURN(const uint64_t row_bytes, ops::matrix_row_bytes(args.input.dtype, args.cols));
   const uint64_t tiles_x = args.grid.cols;
@@ -379,6 +383,7 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
     const uint64_t band_rows = std::min(band_tiles * T, view_rows - tile_row * T);
     TM_ASSIGN_OR_RETURN(auto input, bind_input(args.input, first_row * row_bytes, band_rows * row_bytes, 0));
     TM_ASSIGN_OR_RETURN(DeviceBuffer records, scratch(2, band_tiles * part_bytes_per_tile_row));
+    TM_ASSIGN_OR_RETURN(api::ComputePipeline first_pipeline, first_pipeline_for(input.second, row_bytes));
     TileParams p{input.second,
                  static_cast<uint32_t>(row_bytes),
                  static_cast<uint32_t>(band_rows),

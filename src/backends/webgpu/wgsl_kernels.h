@@ -26,16 +26,26 @@ std::string tile_rows_kernel(DType dtype);
 /// tm.tile_stats@1, first pass for T >= kLanesTileMin: per (tile, residue of its rows mod T / 32),
 /// the halving levels of 32 rows read by 8 lanes each. One kernel serves T = 32, one every larger T.
 std::string tile_lanes_kernel(DType dtype, uint32_t tile);
-/// tm.tile_stats@1, first pass for F32, F16 and BF16 with kWordsTileMin <= T <= kWordsTileMax:
-/// T / 32 invocations per row, each holding 32 of its values, per (tile, residue of its rows mod
-/// words_tile_parts(T)) the halving tree over 8192 / T rows. One kernel per dtype serves every T.
-std::string tile_words_kernel(DType dtype);
-/// The tiles tile_words_kernel takes, and whether it takes `dtype`.
+/// The tiles tile_words_kernel takes.
 inline constexpr uint32_t kWordsTileMin = 128;
 inline constexpr uint32_t kWordsTileMax = 1024;
+/// Values one invocation of the words kernel holds.
+inline constexpr uint32_t kWordsValues = 32;
+/// tm.tile_stats@1, first pass for F32, F16 and BF16 with kWordsTileMin <= T <= kWordsTileMax:
+/// T / V invocations per row, each holding V = `values` (16 or 32) of its values, per (tile, residue
+/// of its rows mod words_tile_parts(T, V)) the halving tree over 256 V / T rows. One kernel per dtype
+/// serves every T; `aligned` (words_aligned) loads whole words, the other one any 2-byte alignment.
+std::string tile_words_kernel(DType dtype, bool aligned, uint32_t values = kWordsValues);
+/// Whether every row of a view starts its words at a multiple of 4 bytes.
+inline bool words_aligned(uint64_t base_byte, uint64_t row_bytes, uint64_t col_begin, uint64_t elem_bytes) {
+  return base_byte % 4 == 0 && row_bytes % 4 == 0 && (col_begin * elem_bytes) % 4 == 0;
+}
+/// Whether tile_words_kernel takes `dtype` with tile T.
 bool words_kernel_takes(DType dtype, uint64_t tile);
-/// Partial records per tile after tile_words_kernel (its workgroups' residues): T * T / 8192.
-inline constexpr uint64_t words_tile_parts(uint64_t tile) { return tile * tile / 8192; }
+/// Partial records per tile after tile_words_kernel (its workgroups' residues): T * T / (256 V).
+inline constexpr uint64_t words_tile_parts(uint64_t tile, uint32_t values = kWordsValues) {
+  return tile * tile / (256 * values);
+}
 /// tm.tile_stats@1, second pass: per tile, the halving sums over its S = tile_stats_parts(dtype, T)
 /// partial records; TM_TileStats out.
 std::string tile_reduce_kernel();

@@ -448,7 +448,9 @@ bool words_kernel_takes(DType dtype, uint64_t tile) {
          tile <= kWordsTileMax;
 }
 
-// Each invocation holds 32 values of one row: its words k + W r (r < NW) of the row's T slots, W = T / 32
+// Each invocation holds V = `values` values of one row (`aligned`: every row's words start at a
+// multiple of 4 bytes, so each is one load with no branch): its words k + W r (r < NW) of the row's
+// T slots, W = T / V
 // invocations per row, so a workgroup's loads are contiguous. A slot is s = e + PW (k + W r), e the value
 // within a word: the halving tree over s adds r's bits first (within the invocation), then k's (across
 // the row's invocations), then e's. The values stay in registers and are read three times: counted,
@@ -461,11 +463,13 @@ bool words_kernel_takes(DType dtype, uint64_t tile) {
 // the 16-bit floats; F32 squares (48 bits each) always take the float64 tree, as does any row whose
 // bound fails: the invocation's halving tree over r, then the levels across the row's invocations in
 // workgroup memory, then (16-bit) over e. Then the tile's row tree over the workgroup's rows.
-std::string tile_words_kernel(DType dtype) {
+std::string tile_words_kernel(DType dtype, bool aligned, uint32_t values) {
   const bool f32 = dtype == DType::kF32;
   const uint32_t per_word = f32 ? 1 : 2;
-  const uint32_t words = 32 / per_word;
-  const uint32_t word_levels = f32 ? 5 : 4;
+  const uint32_t words = values / per_word;
+  uint32_t word_levels = 0;
+  while ((1u << word_levels) < words) ++word_levels;
+  const uint32_t value_levels = word_levels + (per_word == 2 ? 1 : 0);
   const uint32_t sig_bits = f32 ? 24 : dtype == DType::kBF16 ? 8 : 11;
   const auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   std::string code = std::string(wgsl::tile_params_source()) + R"(
@@ -479,6 +483,8 @@ const DROP: u32 = )" + n(24 - sig_bits) + R"(;
 const PW: u32 = )" + n(per_word) + R"(;
 const NW: u32 = )" + n(words) + R"(;
 const LOG_NW: u32 = )" + n(word_levels) + R"(;
+// log2 of the values an invocation holds.
+const LOG_V: u32 = )" + n(value_levels) + R"(;
 var<workgroup> sh_x: array<vec2<u32>, )" + n(256 * per_word) + R"(>;
 var<workgroup> sh_y: array<vec2<u32>, )" + n(256 * per_word) + R"(>;
 var<workgroup> sh_int: array<vec4<u32>, 256>;
@@ -559,7 +565,7 @@ fn leaf_square(present: bool, u: u32) -> vec2<u32> {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let T = P.tile;
   let log_t = countTrailingZeros(T);
-  let lw = log_t - 5u;
+  let lw = log_t - LOG_V;
   let W = 1u << lw;
   let k = t & (W - 1u);
   let u = t >> lw;
@@ -583,12 +589,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   workgroupBarrier();
 )";
-  // The invocation's values u<r>_<e>, loaded together, and whether each is present.
+  // The invocation's values u<r>_<e>, loaded together (aligned: whole words, no branch between
+  // the loads), and whether each is present.
   const std::string scale = f32 ? "4u" : "2u";
+  if (aligned) code += "  let first_word = (row_byte + " + scale + " * col0) >> 2u;\n";
   std::vector<std::string> value, present;
   for (uint32_t r = 0; r < words; ++r) {
     const std::string w = "w" + std::to_string(r);
-    code += "  let " + w + " = word_at(row_byte + " + scale + " * (col0 + stride * " + n(r) + "));\n";
+    code += aligned ? "  let " + w + " = src[first_word + W * " + n(r) + "];\n"
+                    : "  let " + w + " = word_at(row_byte + " + scale + " * (col0 + stride * " + n(r) + "));\n";
     for (uint32_t e = 0; e < per_word; ++e) {
       const std::string name = "u" + std::to_string(r) + "_" + std::to_string(e);
       const std::string bits = f32 ? w : dtype == DType::kBF16 ? (e == 0 ? w + " << 16u" : w + " & 0xffff0000u")
@@ -609,14 +618,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let none = min_nonzero == 0xffffffffu;
   E0 = select(max((min_nonzero + 1u) >> 23u, 1u), 255u, none);
   // Every slot present and -0 (so none is +0: its key is above -0's).
-  let all_minus_zero = c_zeros == 32u && k_max == 0x7fffffffu;
+  let all_minus_zero = c_zeros == (1u << LOG_V) && k_max == 0x7fffffffu;
   let top = max(k_abs >> 23u, 1u);
   let spread = select(top - E0, 0u, none);
 )";
   if (f32) {
     code += "  {\n" + each("sum64") + "  }\n";
   } else {
-    code += "  if (SB + spread + 5u <= 31u) {\n" + each("sum32") +
+    code += "  if (SB + spread + LOG_V <= 31u) {\n" + each("sum32") +
             "    acc_s = vec2<u32>(acc32, select(0u, 0xffffffffu, i32(acc32) < 0));\n  } else {\n" + each("sum64") + "  }\n";
     code += "  {\n" + each("square64") + "  }\n";
   }
