@@ -1,11 +1,11 @@
-// Where the WebGPU tile kernel's time goes: the shipped tm.tile_stats@1 lanes kernel (tile 256)
-// and variants of it made by removing one part at a time (the exact sums, the squares, the float64
-// tree's code, the workgroup tail, everything but the loads), timed on one resident matrix in one
-// process. A variant that removes work gives wrong statistics: it is a measurement, never a kernel.
-// A variant that only rewrites (branchy-shifts: the shifts as they were; lean-classes: a candidate)
-// must give the shipped kernel's bytes; the tool says so, and flags one that does not. Speed is
-// printed as a ratio to the first variant measured in the same run (the shipped one unless
-// variants are named).
+// Where the WebGPU tile kernels' time goes: tm.tile_stats@1's lanes kernel (shipped for BF16 and
+// F16) and words kernel (shipped for F32 at tiles 128 to 1024), at tile 256, and variants made by
+// removing one part at a time (the exact sums, the squares, the float64 tree, the workgroup tail,
+// everything but the loads) or by rewriting one, timed on one resident matrix in one process. A
+// variant that removes work gives wrong statistics: it is a measurement, never a kernel. A variant
+// that only rewrites must give the first variant's bytes; the tool says so, and flags one that does
+// not. Speed is printed as a ratio to the first variant measured in the same run (the lanes kernel
+// unless variants are named).
 //
 //   webgpu_tile_kernel_bench [--mib M] [--reps R] [VARIANT ...]     (default: all variants)
 #include <algorithm>
@@ -45,14 +45,14 @@ bool replace_once(std::string& code, const std::string& from, const std::string&
 
 struct Variant {
   const char* name;
-  bool same_result;  ///< a rewrite that must keep the shipped kernel's bytes
+  bool same_result;  ///< a rewrite that must keep the first variant's bytes
   std::function<bool(std::string&, DType)> edit;
   uint64_t parts = kParts;  ///< partial records per tile the kernel writes (its dispatch's rows)
 };
 
 std::vector<Variant> variants() {
   return {
-      {"shipped", true, [](std::string&, DType) { return true; }},
+      {"lanes", true, [](std::string&, DType) { return true; }},
       {"no-fallback-tree", false,
        [](std::string& c, DType) { return replace_once(c, "if (tree_s || tree_q) {", "if (false) {"); }},
       {"no-squares", false,
@@ -250,9 +250,9 @@ std::vector<Variant> variants() {
 )");
          return true;
        }},
-      // The shipped kernel once more, last: a time unlike the first one's is the order, not the code
+      // The lanes kernel once more, last: a time unlike the first one's is the order, not the code
       // (before the warm-up, the first one's ran up to five times slower on an H200).
-      {"shipped-again", true, [](std::string&, DType) { return true; }},
+      {"lanes-again", true, [](std::string&, DType) { return true; }},
   };
 }
 
@@ -323,7 +323,7 @@ int run(int argc, char** argv) {
       return device->finish();
     };
     // A GPU that has been idle runs the first kernels of a process several times slower (clocks,
-    // first touches): the shipped kernel runs for two seconds before anything is timed.
+    // first touches): the lanes kernel runs for two seconds before anything is timed.
     {
       auto warm = device->pipeline(std::string("warm-up") + std::string(dtype_info(dtype).name), tile_lanes_kernel(dtype, kTile));
       if (!warm.ok()) return std::printf("warm-up: %s\n", warm.status().message().c_str()), 1;
@@ -347,7 +347,7 @@ int run(int argc, char** argv) {
       const double median = times[times.size() / 2];
       std::vector<uint8_t> out(grid_bytes);
       if (Status s = device->read(*tiles, 0, out.data(), grid_bytes); !s.ok()) return 1;
-      // The first variant run (shipped, unless others were named) is the reference for bytes and time.
+      // The first variant run (lanes, unless others were named) is the reference for bytes and time.
       if (reference.empty() && v.same_result) {
         reference = out;
         first_seconds = median;

@@ -40,7 +40,7 @@ std::string tile_words_kernel(DType dtype, bool aligned, uint32_t values = kWord
 inline bool words_aligned(uint64_t base_byte, uint64_t row_bytes, uint64_t col_begin, uint64_t elem_bytes) {
   return base_byte % 4 == 0 && row_bytes % 4 == 0 && (col_begin * elem_bytes) % 4 == 0;
 }
-/// Whether tile_words_kernel takes `dtype` with tile T.
+/// Whether the backend runs tile_words_kernel for `dtype` with tile T (F32 only: see there).
 bool words_kernel_takes(DType dtype, uint64_t tile);
 /// Partial records per tile after tile_words_kernel (its workgroups' residues): T * T / (256 V).
 inline constexpr uint64_t words_tile_parts(uint64_t tile, uint32_t values = kWordsValues) {
