@@ -7,6 +7,59 @@
 
 namespace tensormorph::webgpu {
 
+namespace {
+
+// What the lanes and words kernels share: the workgroup's counts and extremes, an invocation's own,
+// and the 12-word partial record a workgroup writes for the reduce kernel.
+constexpr const char* kPartRecord = R"(
+var<workgroup> counts: array<atomic<u32>, 4>;
+var<workgroup> keys: array<atomic<u32>, 3>;
+var<private> c_nan: u32;
+var<private> c_pinf: u32;
+var<private> c_ninf: u32;
+var<private> c_zeros: u32;
+var<private> k_min: u32 = 0xff800000u;
+var<private> k_max: u32 = 0x007fffffu;
+var<private> k_abs: u32;
+
+// Before the first barrier.
+fn start_counts(t: u32) {
+  if (t < 4u) { atomicStore(&counts[t], 0u); }
+  if (t == 0u) {
+    atomicStore(&keys[0], 0xff800000u);
+    atomicStore(&keys[1], 0x007fffffu);
+    atomicStore(&keys[2], 0u);
+  }
+}
+// The invocation's counts and extremes into the workgroup's.
+fn flush_counts() {
+  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
+  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
+  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
+  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
+  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
+  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
+  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+}
+// After the last barrier: the workgroup's record at word o.
+fn write_part(o: u32, sum: vec2<u32>, sq: vec2<u32>) {
+  parts_out[o] = atomicLoad(&counts[0]);
+  parts_out[o + 1u] = atomicLoad(&counts[1]);
+  parts_out[o + 2u] = atomicLoad(&counts[2]);
+  parts_out[o + 3u] = atomicLoad(&counts[3]);
+  parts_out[o + 4u] = atomicLoad(&keys[0]);
+  parts_out[o + 5u] = atomicLoad(&keys[1]);
+  parts_out[o + 6u] = atomicLoad(&keys[2]);
+  parts_out[o + 7u] = 0u;
+  parts_out[o + 8u] = sum.x;
+  parts_out[o + 9u] = sum.y;
+  parts_out[o + 10u] = sq.x;
+  parts_out[o + 11u] = sq.y;
+}
+)";
+
+}  // namespace
+
 std::string tile_rows_kernel(DType dtype) {
   return std::string(wgsl::tile_params_source()) + R"(
 @group(0) @binding(0) var<storage, read> src: array<u32>;
@@ -207,15 +260,7 @@ std::string tile_lanes_kernel(DType dtype, uint32_t tile) {
 )" + wgsl::loads_source() + wgsl::float64_source() + wgsl::element_source(dtype) + R"(
 var<workgroup> sh_sum: array<vec2<u32>, 256>;
 var<workgroup> sh_sq: array<vec2<u32>, 256>;
-var<workgroup> counts: array<atomic<u32>, 4>;
-var<workgroup> keys: array<atomic<u32>, 3>;
-var<private> c_nan: u32;
-var<private> c_pinf: u32;
-var<private> c_ninf: u32;
-var<private> c_zeros: u32;
-var<private> k_min: u32;
-var<private> k_max: u32;
-var<private> k_abs: u32;
+)" + kPartRecord + R"(
 var<private> vx: vec2<u32>;
 var<private> vy: vec2<u32>;
 // The lane's exact sums: signed 64-bit integers in units of 2^low_bit (squares: 2^(2 low_bit)),
@@ -314,14 +359,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let row_ok = row < P.band_rows;
   let row_byte = P.base_byte + row * P.row_bytes;
   let col0 = P.col_begin + j * T + lane;
-  if (t < 4u) { atomicStore(&counts[t], 0u); }
-  if (t == 0u) {
-    atomicStore(&keys[0], 0xff800000u);
-    atomicStore(&keys[1], 0x007fffffu);
-    atomicStore(&keys[2], 0u);
-  }
-  k_min = 0xff800000u;
-  k_max = 0x007fffffu;
+  start_counts(t);
   lane_levels = i32(countTrailingZeros(T)) - 3;
   workgroupBarrier();
   var x: vec2<u32>;
@@ -397,13 +435,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   code += R"(  }
   sh_sum[t] = lane_s;
   sh_sq[t] = lane_q;
-  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
-  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
-  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
-  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
-  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
-  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
-  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+  flush_counts();
   workgroupBarrier();
   for (var p = 4u; p >= 1u; p = p / 2u) {
     if (lane < p) {
@@ -419,29 +451,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     workgroupBarrier();
   }
-  if (t == 0u) {
-    let o = ((i * S + g) * P.tiles_x + j) * 12u;
-    parts_out[o] = atomicLoad(&counts[0]);
-    parts_out[o + 1u] = atomicLoad(&counts[1]);
-    parts_out[o + 2u] = atomicLoad(&counts[2]);
-    parts_out[o + 3u] = atomicLoad(&counts[3]);
-    parts_out[o + 4u] = atomicLoad(&keys[0]);
-    parts_out[o + 5u] = atomicLoad(&keys[1]);
-    parts_out[o + 6u] = atomicLoad(&keys[2]);
-    parts_out[o + 7u] = 0u;
-    parts_out[o + 8u] = sh_sum[0].x;
-    parts_out[o + 9u] = sh_sum[0].y;
-    parts_out[o + 10u] = sh_sq[0].x;
-    parts_out[o + 11u] = sh_sq[0].y;
-  }
+  if (t == 0u) { write_part(((i * S + g) * P.tiles_x + j) * 12u, sh_sum[0], sh_sq[0]); }
 }
 )";
   return code;
 }
 
-}  // namespace tensormorph::webgpu
-
-namespace tensormorph::webgpu {
 
 bool words_kernel_takes(DType dtype, uint64_t tile) {
   // The kernel also serves F16 and BF16 (bench/webgpu_tile_kernel_bench measures it), but on an H100
@@ -492,17 +507,9 @@ var<workgroup> sh_int: array<vec4<u32>, 256>;
 var<workgroup> sh_meta: array<u32, 256>;
 var<workgroup> sh_rows: array<vec4<u32>, 64>;
 var<workgroup> sh_flags: array<u32, 64>;
-var<workgroup> counts: array<atomic<u32>, 4>;
-var<workgroup> keys: array<atomic<u32>, 3>;
 var<workgroup> tree_bits: atomic<u32>;
 var<workgroup> tree_plain: u32;
-var<private> c_nan: u32;
-var<private> c_pinf: u32;
-var<private> c_ninf: u32;
-var<private> c_zeros: u32;
-var<private> k_min: u32 = 0xff800000u;
-var<private> k_max: u32 = 0x007fffffu;
-var<private> k_abs: u32;
+)" + kPartRecord + R"(
 // The smallest nonzero finite magnitude less one (0xffffffff: none).
 var<private> min_nonzero: u32 = 0xffffffffu;
 // The invocation's exact sums, in units of 2^(unit_of(E0)) and its square.
@@ -581,13 +588,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let stride = PW * W;
   // Slots s of this invocation are present when stride * r + e < room.
   let room = select(0u, P.col_end - col0, row < P.band_rows && col0 < P.col_end);
-  if (t < 4u) { atomicStore(&counts[t], 0u); }
-  if (t == 0u) {
-    atomicStore(&keys[0], 0xff800000u);
-    atomicStore(&keys[1], 0x007fffffu);
-    atomicStore(&keys[2], 0u);
-    atomicStore(&tree_bits, 0u);
-  }
+  start_counts(t);
+  if (t == 0u) { atomicStore(&tree_bits, 0u); }
   workgroupBarrier();
 )";
   // The invocation's values u<r>_<e>, loaded together (aligned: whole words, no branch between
@@ -650,13 +652,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     code += "    sh_y[t] = q" + std::to_string(word_levels) + ";\n  }\n";
   }
   code += R"(
-  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
-  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
-  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
-  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
-  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
-  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
-  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+  flush_counts();
   // The row's exact integers: merged across its invocations, in the smaller unit.
   sh_int[t] = vec4<u32>(acc_s, acc_q);
   sh_meta[t] = E0 | (top << 8u) | select(0u, 0x10000u, all_minus_zero);
@@ -774,21 +770,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     workgroupBarrier();
   }
-  if (t == 0u) {
-    let o = ((i * S + g) * P.tiles_x + j) * 12u;
-    parts_out[o] = atomicLoad(&counts[0]);
-    parts_out[o + 1u] = atomicLoad(&counts[1]);
-    parts_out[o + 2u] = atomicLoad(&counts[2]);
-    parts_out[o + 3u] = atomicLoad(&counts[3]);
-    parts_out[o + 4u] = atomicLoad(&keys[0]);
-    parts_out[o + 5u] = atomicLoad(&keys[1]);
-    parts_out[o + 6u] = atomicLoad(&keys[2]);
-    parts_out[o + 7u] = 0u;
-    parts_out[o + 8u] = sh_rows[0].x;
-    parts_out[o + 9u] = sh_rows[0].y;
-    parts_out[o + 10u] = sh_rows[0].z;
-    parts_out[o + 11u] = sh_rows[0].w;
-  }
+  if (t == 0u) { write_part(((i * S + g) * P.tiles_x + j) * 12u, sh_rows[0].xy, sh_rows[0].zw); }
 }
 )";
   return code;
