@@ -466,11 +466,11 @@ bool words_kernel_takes(DType dtype, uint64_t tile) {
 
 // Each invocation holds V = `values` values of one row (`aligned`: every row's words start at a
 // multiple of 4 bytes, so each is one load with no branch): its words k + W r (r < NW) of the row's
-// T slots, W = T / V
-// invocations per row, so a workgroup's loads are contiguous. A slot is s = e + PW (k + W r), e the value
-// within a word: the halving tree over s adds r's bits first (within the invocation), then k's (across
-// the row's invocations), then e's. The values stay in registers and are read three times: counted,
-// added exactly in integers, and for F32 squared into the float64 tree.
+// T slots, W = T / V invocations per row, so a workgroup's loads are contiguous. A slot is
+// s = e + PW (k + W r), e the value within a word: the halving tree over s adds r's bits first
+// (within the invocation), then k's (across the row's invocations), then e's. The values stay in
+// registers and are read three times: counted, added exactly in integers, and for F32 squared into
+// the float64 tree.
 //
 // Sums: an invocation adds its values as integers in units of its smallest nonzero value's binade,
 // the row's invocations merge theirs (shifting to the smaller unit), and the row's sum is that exact
