@@ -335,7 +335,7 @@ Result<RunReport> WebGpuBackend::run_tile_stats(const ops::TileStatsArgs& args) 
   const auto start = std::chrono::steady_clock::now();
   const DTypeInfo& info = dtype_info(args.input.dtype);
   const uint64_t T = args.tile;
-  // Floats with tiles of 128 to 1024: 32 values per invocation. Other tiles of 32 and more: 8 lanes
+  // F32 with tiles of 128 to 1024: 32 values per invocation. Other tiles of 32 and more: 8 lanes
   // per row, one kernel per dtype for T = 32 and one for larger T. Smaller ones: a lane per slot.
   const bool words = words_kernel_takes(args.input.dtype, T);
   const bool lanes = !words && T >= kLanesTileMin;
