@@ -210,6 +210,20 @@ TEST(Megatron, DamagedSetsFailNamingWhatIsWrong) {
     ASSERT_FALSE(opened.ok());
     EXPECT_NE(opened.status().message().find("iter_0000020"), std::string::npos) << opened.status().to_string();
   }
+  // latest_checkpointed_iteration.txt holding neither a number nor 'release', or far too much.
+  for (const std::string& text : {std::string("latest\n"), std::string(100, '1')}) {
+    testing::TempDir temp;
+    const fs::path set = copy_of_set(temp);
+    std::ofstream(set / "latest_checkpointed_iteration.txt") << text;
+    auto opened = open_checkpoint(set);
+    ASSERT_FALSE(opened.ok());
+    EXPECT_EQ(opened.status().code(), StatusCode::kFormatError) << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find("latest_checkpointed_iteration.txt: "), std::string::npos)
+        << opened.status().to_string();
+    EXPECT_NE(opened.status().message().find(text.size() > 64 ? "100 bytes; expected an iteration number" : "holds 'latest'"),
+              std::string::npos)
+        << opened.status().to_string();
+  }
   {
     testing::TempDir temp;
     const fs::path set = copy_of_set(temp);

@@ -4,7 +4,6 @@
 #include "formats/deepspeed/deepspeed.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <set>
@@ -13,6 +12,7 @@
 #include "core/printable.h"
 #include "formats/deepspeed/zero_partitions.h"
 #include "formats/megatron/tensor_parallel.h"
+#include "formats/pointer_file.h"
 #include "formats/pytorch/pytorch.h"
 
 namespace tensormorph::deepspeed {
@@ -73,44 +73,24 @@ bool holds_model_parallel_states(const fs::path& directory) {
 
 bool holds_states(const fs::path& directory) { return holds_zero_states(directory) || holds_model_parallel_states(directory); }
 
-std::string trim(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  size_t start = 0;
-  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
-  return text.substr(start);
-}
-
 /// The tag a `latest` file names, or nullopt when there is no such file.
 Result<std::optional<std::string>> latest_tag(const fs::path& directory) {
   const fs::path latest = directory / kLatest;
-  std::error_code ec;
-  if (!fs::is_regular_file(latest, ec)) return std::optional<std::string>();
-  TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(latest));
-  if (size > 256) return Status::FormatError(latest.string() + ": " + std::to_string(size) + " bytes; expected a checkpoint tag");
-  TM_ASSIGN_OR_RETURN(std::string text, read_file_range(latest, 0, size));
-  text = trim(std::move(text));
-  if (text.empty() || text == "." || text == ".." || text.find('/') != std::string::npos || text.find('\0') != std::string::npos) {
-    return Status::FormatError(latest.string() + ": holds " + quoted_name(text, 40) + "; expected a checkpoint tag such as global_step100");
+  TM_ASSIGN_OR_RETURN(std::optional<std::string> text, read_pointer_file(latest, 256, "a checkpoint tag"));
+  if (!text) return text;
+  if (text->empty() || *text == "." || *text == ".." || text->find('/') != std::string::npos || text->find('\0') != std::string::npos) {
+    return Status::FormatError(latest.string() + ": holds " + quoted_name(*text, 40) + "; expected a checkpoint tag such as global_step100");
   }
-  return std::optional<std::string>(std::move(text));
+  return text;
 }
 
 /// The directory Megatron-DeepSpeed's latest_checkpointed_iteration.txt names when it holds model
 /// states (the iteration N as "N", "global_stepN" or "iter_NNNNNNN"); nullopt otherwise.
 std::optional<fs::path> latest_iteration_states(const fs::path& directory) {
-  const fs::path latest = directory / "latest_checkpointed_iteration.txt";
-  std::error_code ec;
-  if (!fs::is_regular_file(latest, ec) || fs::file_size(latest, ec) > 64) return std::nullopt;
-  auto text = read_file_range(latest, 0, fs::file_size(latest, ec));
-  if (!text.ok()) return std::nullopt;
-  const std::string iteration = trim(std::move(*text));
-  if (iteration.empty() || iteration.size() > 18 ||
-      !std::all_of(iteration.begin(), iteration.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  char padded[32];
-  std::snprintf(padded, sizeof padded, "iter_%07llu", static_cast<unsigned long long>(std::stoull(iteration)));
-  for (const std::string& name : {iteration, "global_step" + iteration, std::string(padded)}) {
+  const auto named = latest_checkpointed_iteration(directory);
+  if (!named.ok() || !*named || **named == "release") return std::nullopt;
+  const std::string& iteration = **named;
+  for (const std::string& name : {iteration, "global_step" + iteration, iteration_directory_name(iteration)}) {
     if (holds_states(directory / name)) return directory / name;
   }
   return std::nullopt;

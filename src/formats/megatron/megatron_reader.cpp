@@ -4,12 +4,12 @@
 #include "formats/megatron/megatron.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 
 #include "core/printable.h"
 #include "formats/megatron/tensor_parallel.h"
+#include "formats/pointer_file.h"
 #include "formats/pytorch/pytorch.h"
 
 namespace tensormorph::megatron {
@@ -17,39 +17,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kLatestIteration = "latest_checkpointed_iteration.txt";
 constexpr std::string_view kModelPrefix = "model.";
-
-std::string trim(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  size_t start = 0;
-  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
-  return text.substr(start);
-}
 
 /// The directory that holds the ranks: `directory` itself, or the iteration its
 /// latest_checkpointed_iteration.txt names ("release" or a number, as Megatron writes it).
 Result<fs::path> iteration_directory(const fs::path& directory) {
-  const fs::path latest = directory / kLatestIteration;
+  TM_ASSIGN_OR_RETURN(const std::optional<std::string> named, latest_checkpointed_iteration(directory));
+  if (!named) return directory;
+  const fs::path iteration = directory / (*named == "release" ? *named : iteration_directory_name(*named));
   std::error_code ec;
-  if (!fs::is_regular_file(latest, ec)) return directory;
-  TM_ASSIGN_OR_RETURN(uint64_t size, file_size_of(latest));
-  if (size > 64) return Status::FormatError(latest.string() + ": " + std::to_string(size) + " bytes; expected an iteration number");
-  TM_ASSIGN_OR_RETURN(std::string text, read_file_range(latest, 0, size));
-  text = trim(std::move(text));
-  fs::path iteration;
-  if (text == "release") {
-    iteration = directory / "release";
-  } else if (!text.empty() && text.size() <= 18 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    char name[32];
-    std::snprintf(name, sizeof name, "iter_%07llu", static_cast<unsigned long long>(std::stoull(text)));
-    iteration = directory / name;
-  } else {
-    return Status::FormatError(latest.string() + ": holds " + quoted_name(text, 40) + "; expected an iteration number or 'release'");
-  }
   if (!fs::is_directory(iteration, ec)) {
-    return Status::NotFound(latest.string() + ": names iteration " + quoted_name(text, 40) + ", but " + iteration.string() +
-                            " is not a directory");
+    return Status::NotFound((directory / "latest_checkpointed_iteration.txt").string() + ": names iteration " +
+                            quoted_name(*named, 40) + ", but " + iteration.string() + " is not a directory");
   }
   return iteration;
 }
@@ -156,7 +135,7 @@ std::optional<size_t> model_chunk_of(std::string_view name) {
 
 bool is_tensor_parallel_directory(const fs::path& directory) {
   std::error_code ec;
-  if (fs::is_regular_file(directory / kLatestIteration, ec)) return true;
+  if (fs::is_regular_file(directory / "latest_checkpointed_iteration.txt", ec)) return true;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     if (entry.is_directory() && entry.path().filename().string().starts_with("mp_rank_")) return true;
   }
