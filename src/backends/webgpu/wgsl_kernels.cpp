@@ -304,6 +304,39 @@ struct Params {
 }
 )";
 
+// The counts and extremes of the values an invocation has seen, and its workgroup's (in atomics).
+constexpr const char* kCounters = R"(
+var<workgroup> counts: array<atomic<u32>, 4>;
+var<workgroup> keys: array<atomic<u32>, 3>;
+var<private> c_nan: u32;
+var<private> c_pinf: u32;
+var<private> c_ninf: u32;
+var<private> c_zeros: u32;
+var<private> k_min: u32 = 0xff800000u;
+var<private> k_max: u32 = 0x007fffffu;
+var<private> k_abs: u32;
+
+// Before the first barrier.
+fn start_counts(t: u32) {
+  if (t < 4u) { atomicStore(&counts[t], 0u); }
+  if (t == 0u) {
+    atomicStore(&keys[0], 0xff800000u);
+    atomicStore(&keys[1], 0x007fffffu);
+    atomicStore(&keys[2], 0u);
+  }
+}
+// The invocation's counts and extremes into the workgroup's.
+fn flush_counts() {
+  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
+  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
+  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
+  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
+  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
+  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
+  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+}
+)";
+
 // One invocation per element of a 2-D grid of workgroups of 256.
 constexpr const char* kFlatIndex = R"(
 fn flat_index(wg: vec3<u32>, groups: vec3<u32>, t: u32) -> u32 { return (wg.y * groups.x + wg.x) * 256u + t; }
@@ -315,6 +348,7 @@ namespace wgsl {
 const char* float64_source() { return kFloat64; }
 const char* loads_source() { return kLoads; }
 const char* tile_params_source() { return kTileParams; }
+const char* counters_source() { return kCounters; }
 std::string element_source(DType dtype) { return element_loader(dtype); }
 }  // namespace wgsl
 
@@ -714,14 +748,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 @group(0) @binding()" + std::to_string(uniform_binding) + R"() var<uniform> P: Params;
-)" + std::string(kLoads) + kFloat64 + element_loader(dtype) + R"(
-var<private> c_nan: u32;
-var<private> c_pinf: u32;
-var<private> c_ninf: u32;
-var<private> c_zeros: u32;
-var<private> k_min: u32 = 0xff800000u;
-var<private> k_max: u32 = 0x007fffffu;
-var<private> k_abs: u32;
+)" + std::string(kLoads) + kFloat64 + element_loader(dtype) + kCounters + R"(
 var<private> vx: vec2<u32>;
 var<private> vy: vec2<u32>;
 var<private> stack_x: array<vec2<u32>, 33>;
@@ -791,8 +818,6 @@ std::string channel_rows_kernel(DType dtype) {
   return channel_prelude(dtype, 2) + R"(
 var<workgroup> sh_sum: array<vec2<u32>, 256>;
 var<workgroup> sh_sq: array<vec2<u32>, 256>;
-var<workgroup> counts: array<atomic<u32>, 4>;
-var<workgroup> keys: array<atomic<u32>, 3>;
 
 // Workgroup r is row r. Its halving tree over P.slots = bit_ceil(cols) slots (+0 past the end):
 // with more than 256 slots, lane l first sums slots l + 256 m as the halving tree over m, which
@@ -803,12 +828,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
         @builtin(local_invocation_index) t: u32) {
   let r = wg.y * groups.x + wg.x;
   let live = r < P.rows;
-  if (t < 4u) { atomicStore(&counts[t], 0u); }
-  if (t == 0u) {
-    atomicStore(&keys[0], 0xff800000u);
-    atomicStore(&keys[1], 0x007fffffu);
-    atomicStore(&keys[2], 0u);
-  }
+  start_counts(t);
   workgroupBarrier();
   let row_byte = P.base_byte + r * P.row_bytes;
   let values = 1u << P.levels;
@@ -821,13 +841,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: v
     if (live && c < P.cols) { take(elem(row_byte, c)); }
     push(k, vx, vy);
   }
-  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
-  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
-  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
-  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
-  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
-  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
-  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
+  flush_counts();
   sh_sum[t] = stack_x[P.levels];
   sh_sq[t] = stack_y[P.levels];
   workgroupBarrier();

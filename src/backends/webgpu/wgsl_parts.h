@@ -15,6 +15,10 @@ const char* float64_source();
 const char* loads_source();
 /// The uniform `Params` of the tile_stats kernels.
 const char* tile_params_source();
+/// An invocation's counts and extremes (c_nan, c_pinf, c_ninf, c_zeros, k_min, k_max, k_abs) and
+/// its workgroup's atomics (`counts`, `keys`): start_counts(t) before the first barrier,
+/// flush_counts() to add the invocation's in.
+const char* counters_source();
 /// `fn elem(row_byte, col) -> u32`: the float32 bits of one element of `dtype` (empty if none).
 std::string element_source(DType dtype);
 

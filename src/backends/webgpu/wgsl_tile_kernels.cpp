@@ -9,38 +9,9 @@ namespace tensormorph::webgpu {
 
 namespace {
 
-// What the lanes and words kernels share: the workgroup's counts and extremes, an invocation's own,
-// and the 12-word partial record a workgroup writes for the reduce kernel.
+// What the lanes and words kernels write for the reduce kernel beside wgsl::counters_source(): the
+// workgroup's 12-word partial record.
 constexpr const char* kPartRecord = R"(
-var<workgroup> counts: array<atomic<u32>, 4>;
-var<workgroup> keys: array<atomic<u32>, 3>;
-var<private> c_nan: u32;
-var<private> c_pinf: u32;
-var<private> c_ninf: u32;
-var<private> c_zeros: u32;
-var<private> k_min: u32 = 0xff800000u;
-var<private> k_max: u32 = 0x007fffffu;
-var<private> k_abs: u32;
-
-// Before the first barrier.
-fn start_counts(t: u32) {
-  if (t < 4u) { atomicStore(&counts[t], 0u); }
-  if (t == 0u) {
-    atomicStore(&keys[0], 0xff800000u);
-    atomicStore(&keys[1], 0x007fffffu);
-    atomicStore(&keys[2], 0u);
-  }
-}
-// The invocation's counts and extremes into the workgroup's.
-fn flush_counts() {
-  if (c_nan != 0u) { atomicAdd(&counts[0], c_nan); }
-  if (c_pinf != 0u) { atomicAdd(&counts[1], c_pinf); }
-  if (c_ninf != 0u) { atomicAdd(&counts[2], c_ninf); }
-  if (c_zeros != 0u) { atomicAdd(&counts[3], c_zeros); }
-  if (k_min != 0xff800000u) { atomicMin(&keys[0], k_min); }
-  if (k_max != 0x007fffffu) { atomicMax(&keys[1], k_max); }
-  if (k_abs != 0u) { atomicMax(&keys[2], k_abs); }
-}
 // After the last barrier: the workgroup's record at word o.
 fn write_part(o: u32, sum: vec2<u32>, sq: vec2<u32>) {
   parts_out[o] = atomicLoad(&counts[0]);
@@ -260,7 +231,7 @@ std::string tile_lanes_kernel(DType dtype, uint32_t tile) {
 )" + wgsl::loads_source() + wgsl::float64_source() + wgsl::element_source(dtype) + R"(
 var<workgroup> sh_sum: array<vec2<u32>, 256>;
 var<workgroup> sh_sq: array<vec2<u32>, 256>;
-)" + kPartRecord + R"(
+)" + wgsl::counters_source() + kPartRecord + R"(
 var<private> vx: vec2<u32>;
 var<private> vy: vec2<u32>;
 // The lane's exact sums: signed 64-bit integers in units of 2^low_bit (squares: 2^(2 low_bit)),
@@ -509,7 +480,7 @@ var<workgroup> sh_rows: array<vec4<u32>, 64>;
 var<workgroup> sh_flags: array<u32, 64>;
 var<workgroup> tree_bits: atomic<u32>;
 var<workgroup> tree_plain: u32;
-)" + kPartRecord + R"(
+)" + wgsl::counters_source() + kPartRecord + R"(
 // The smallest nonzero finite magnitude less one (0xffffffff: none).
 var<private> min_nonzero: u32 = 0xffffffffu;
 // The invocation's exact sums, in units of 2^(unit_of(E0)) and its square.
