@@ -9,6 +9,14 @@ namespace tensormorph::webgpu {
 
 namespace {
 
+// The low `bits` bits of `value` in reverse order: the leaf a streamed pairwise tree takes n-th is the
+// halving tree's leaf bit_reversed(n).
+uint32_t bit_reversed(uint32_t value, uint32_t bits) {
+  uint32_t r = 0;
+  for (uint32_t b = 0; b < bits; ++b) r |= ((value >> b) & 1u) << (bits - 1 - b);
+  return r;
+}
+
 // What the lanes and words kernels write for the reduce kernel beside wgsl::counters_source(): the
 // workgroup's 12-word partial record.
 constexpr const char* kPartRecord = R"(
@@ -341,16 +349,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   // differ by 8 * bitrev(b)). Small blocks keep the kernel small: software devices compile it
   // with LLVM.
   const uint32_t block_values = 1u << block_levels;
-  auto reverse = [](uint32_t value, uint32_t bits) {
-    uint32_t r = 0;
-    for (uint32_t b = 0; b < bits; ++b) r |= ((value >> b) & 1u) << (bits - 1 - b);
-    return r;
-  };
   for (uint32_t level = 0; level <= block_levels; ++level) {
     code += "  var s" + std::to_string(level) + ": vec2<u32>;\n  var q" + std::to_string(level) + ": vec2<u32>;\n";
   }
   auto column = [&](uint32_t q) {
-    return "base + " + std::to_string(8 * reverse(q, block_levels)) + "u * (1u << outer)";
+    return "base + " + std::to_string(8 * bit_reversed(q, block_levels)) + "u * (1u << outer)";
   };
   std::string loads;
   for (uint32_t q = 0; q < block_values; ++q) {
@@ -610,8 +613,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (uint32_t level = 0; level <= word_levels; ++level) code += "    var q" + std::to_string(level) + ": vec2<u32>;\n";
     code += "    var y: vec2<u32>;\n";
     for (uint32_t i = 0; i < words; ++i) {
-      uint32_t r = 0;
-      for (uint32_t b = 0; b < word_levels; ++b) r |= ((i >> b) & 1u) << (word_levels - 1 - b);
+      const uint32_t r = bit_reversed(i, word_levels);
       code += "    y = leaf_square(" + present[r] + ", " + value[r] + ");\n";
       uint32_t level = 0;
       while (((i >> level) & 1u) != 0) {
